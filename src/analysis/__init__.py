@@ -1,0 +1,38 @@
+"""ghost analysis: offline reading and verification of captured runs.
+
+`build_decision_trace_report` pairs every decision of a run with the
+assessment it claims to rest on and re-derives each claim from the bytes in
+the file (ADR-0022); `verify_decision_chain` turns that into a yes/no with one
+message per inconsistency; the ``encode``/``decode``/``generate`` functions
+give the report's canonical JSON. The ``ghost`` command line lives in
+``analysis._cli``.
+"""
+
+from __future__ import annotations
+
+from analysis._decision_trace import build_decision_trace_report, verify_decision_chain
+from analysis._trace_json import (
+    decode_decision_trace_report_from_json,
+    encode_decision_trace_report_to_bytes,
+    generate_decision_trace_report,
+)
+from analysis._trace_model import (
+    ANALYSIS_VERSION,
+    ChainStatus,
+    DecisionTraceRecord,
+    DecisionTraceReport,
+    FrozenCounts,
+)
+
+__all__ = [
+    "ANALYSIS_VERSION",
+    "ChainStatus",
+    "DecisionTraceRecord",
+    "DecisionTraceReport",
+    "FrozenCounts",
+    "build_decision_trace_report",
+    "decode_decision_trace_report_from_json",
+    "encode_decision_trace_report_to_bytes",
+    "generate_decision_trace_report",
+    "verify_decision_chain",
+]

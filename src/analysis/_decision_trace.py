@@ -1,0 +1,325 @@
+"""Decision trace and chain verification (ADR-0022, adapted to ghost's records).
+
+One pass over a captured run pairs every ``/decisions`` record with the
+``/assessments`` record it claims to rest on and re-derives that claim from the
+bytes in the file:
+
+1. Assessments are indexed by ``decision_id``. When two share one, the last
+   logged wins and the duplicate is counted (the gate never writes two; a
+   second one is worth a look).
+2. Decisions are taken in stream order. For each: a null ``assessment_sha256``
+   is ``no_assessment_claimed``; no assessment logged under its
+   ``decision_id`` is ``assessment_missing``; otherwise the assessment's
+   content address (SHA-256 of its message bytes as stored) is compared with
+   the claim: equal is ``verified``, different is ``broken``.
+
+A record that cannot be read (not JSON, wrong schema, a missing or mistyped
+field) is left out of the counts and named in ``report.problems``; a record
+the trace can use but that breaks its schema in a field the trace does not
+need is traced, and named there too. The module
+reads no clock, uses no randomness, and gives field-by-field equal reports for
+the same file.
+"""
+
+from __future__ import annotations
+
+import os
+from collections import Counter
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Final
+
+from analysis._json_types import json_type_name
+from analysis._trace_model import (
+    ANALYSIS_VERSION,
+    ChainStatus,
+    DecisionTraceRecord,
+    DecisionTraceReport,
+)
+from runtime import RuntimeVerdict
+
+if TYPE_CHECKING:
+    # The reader (and `mcap` behind it) is imported only when a file is read,
+    # so that `import analysis` and `ghost --help` stay light.
+    from audit import LoggedRecord, RunLog
+
+__all__ = ["build_decision_trace_report", "trace_run", "verify_decision_chain"]
+
+ASSESSMENTS_TOPIC: Final = "/assessments"
+DECISIONS_TOPIC: Final = "/decisions"
+ASSESSMENT_SCHEMA: Final = "ghost.assessment/1"
+DECISION_SCHEMA: Final = "ghost.decision/1"
+
+_VERDICT_VALUES: Final = frozenset(verdict.value for verdict in RuntimeVerdict)
+_VERDICTS: Final = ", ".join(verdict.value for verdict in RuntimeVerdict)
+
+
+class _UnreadableRecordError(Exception):
+    """A decision or assessment record the trace cannot use; the message says why."""
+
+
+@dataclass(frozen=True, slots=True)
+class _LoggedDecision:
+    """The fields of a ``/decisions`` record that the trace uses, type-checked."""
+
+    decision_id: str
+    stamp_ns: int
+    verdict: RuntimeVerdict
+    reason: str
+    matched_policy: str | None
+    policy_id: str
+    assessment_sha256: str | None
+    trace_id: str
+    latency_ns: int
+
+
+def build_decision_trace_report(mcap_path: str | os.PathLike[str]) -> DecisionTraceReport:
+    """Read a captured run and pair each decision with its assessment.
+
+    Args:
+        mcap_path: the MCAP file a ghost audit sink wrote.
+
+    Returns:
+        The run's `DecisionTraceReport`. A broken chain is reported in it, not raised.
+
+    Raises:
+        audit.LogFormatError: the file is missing, is not MCAP, is cut inside
+            its magic bytes, or is an MCAP file from another program.
+    """
+    from audit import read_run
+
+    return trace_run(read_run(Path(mcap_path)))
+
+
+def trace_run(run: RunLog) -> DecisionTraceReport:
+    """Build the `DecisionTraceReport` of a run already read with `audit.read_run`.
+
+    Args:
+        run: the run as the audit reader returned it.
+
+    Returns:
+        The run's report (see `build_decision_trace_report`).
+    """
+    assessment_sha256_by_decision: dict[str, str] = {}
+    duplicate_assessments = 0
+    decisions: list[_LoggedDecision] = []
+    problems: list[str] = list(run.problems)
+
+    for logged in run.records:
+        if logged.topic == ASSESSMENTS_TOPIC:
+            try:
+                decision_id = _read_assessment(logged)
+            except _UnreadableRecordError as exc:
+                problems.append(_describe(logged, str(exc)))
+                continue
+            problems.extend(_schema_notes(logged))
+            if decision_id in assessment_sha256_by_decision:
+                duplicate_assessments += 1
+            # Last one logged wins (ADR-0022): the index is simply overwritten.
+            assessment_sha256_by_decision[decision_id] = logged.sha256
+        elif logged.topic == DECISIONS_TOPIC:
+            try:
+                decisions.append(_read_decision(logged))
+            except _UnreadableRecordError as exc:
+                problems.append(_describe(logged, str(exc)))
+                continue
+            problems.extend(_schema_notes(logged))
+
+    records = tuple(
+        _pair(decision, assessment_sha256_by_decision.get(decision.decision_id))
+        for decision in decisions
+    )
+    statuses = Counter(record.chain_status for record in records)
+    stamps = [record.timestamp_ns for record in records]
+    first = min(stamps) if stamps else None
+    last = max(stamps) if stamps else None
+    return DecisionTraceReport(
+        source_mcap_sha256=run.source_sha256,
+        total_decisions=len(records),
+        verified_count=statuses[ChainStatus.VERIFIED],
+        broken_count=statuses[ChainStatus.BROKEN],
+        assessment_missing_count=statuses[ChainStatus.ASSESSMENT_MISSING],
+        no_assessment_claimed_count=statuses[ChainStatus.NO_ASSESSMENT_CLAIMED],
+        per_decision_kind_counts=Counter(record.decision_kind.value for record in records),
+        per_policy_id_counts=Counter(record.policy_id for record in records),
+        timestamp_first_ns=first,
+        timestamp_last_ns=last,
+        timestamp_span_ns=None if first is None or last is None else last - first,
+        records=records,
+        analysis_version=ANALYSIS_VERSION,
+        duplicate_assessment_count=duplicate_assessments,
+        truncated=run.truncated,
+        problems=tuple(problems),
+    )
+
+
+def verify_decision_chain(mcap_path: str | os.PathLike[str]) -> tuple[bool, tuple[str, ...]]:
+    """Check that every decision's claimed assessment is in the log, unaltered.
+
+    Args:
+        mcap_path: the MCAP file a ghost audit sink wrote.
+
+    Returns:
+        ``(True, ())`` when no decision is ``broken`` or ``assessment_missing``;
+        otherwise ``(False, messages)`` with one sentence per such decision,
+        naming its id, its status, and the claimed and recomputed hashes.
+        Decisions that claim no assessment are legitimate and pass. Records
+        that could not be read are not judged here; they are listed in the
+        report's ``problems`` (`build_decision_trace_report`).
+
+    Raises:
+        audit.LogFormatError: as `build_decision_trace_report`.
+    """
+    report = build_decision_trace_report(mcap_path)
+    messages = tuple(
+        _chain_message(record)
+        for record in report.records
+        if record.chain_status in (ChainStatus.BROKEN, ChainStatus.ASSESSMENT_MISSING)
+    )
+    return not messages, messages
+
+
+def _chain_message(record: DecisionTraceRecord) -> str:
+    if record.chain_status is ChainStatus.BROKEN:
+        return (
+            f"decision {record.decision_id}: {record.chain_status.value}: it claims assessment"
+            f" {record.claimed_assessment_sha256}, but the assessment logged for it hashes to"
+            f" {record.recomputed_assessment_sha256} (altered or replaced)"
+        )
+    return (
+        f"decision {record.decision_id}: {record.chain_status.value}: it claims assessment"
+        f" {record.claimed_assessment_sha256}, but no assessment with that decision_id is in"
+        " the log (recomputed: none)"
+    )
+
+
+def _pair(decision: _LoggedDecision, recomputed: str | None) -> DecisionTraceRecord:
+    claimed = decision.assessment_sha256
+    if claimed is None:
+        status, recomputed = ChainStatus.NO_ASSESSMENT_CLAIMED, None
+    elif recomputed is None:
+        status = ChainStatus.ASSESSMENT_MISSING
+    elif recomputed == claimed:
+        status = ChainStatus.VERIFIED
+    else:
+        status = ChainStatus.BROKEN
+    return DecisionTraceRecord(
+        timestamp_ns=decision.stamp_ns,
+        decision_kind=decision.verdict,
+        decision_reason=decision.reason,
+        policy_id=decision.policy_id,
+        claimed_assessment_sha256=claimed,
+        recomputed_assessment_sha256=recomputed,
+        chain_status=status,
+        analysis_version=ANALYSIS_VERSION,
+        decision_id=decision.decision_id,
+        matched_policy=decision.matched_policy,
+        trace_id=decision.trace_id,
+        latency_ns=decision.latency_ns,
+    )
+
+
+def _describe(logged: LoggedRecord, why: str) -> str:
+    return (
+        f"{logged.topic} message with sequence {logged.sequence} (log time"
+        f" {logged.log_time_ns} ns, sha256 {logged.sha256}) could not be read: {why};"
+        " it is left out of the counts"
+    )
+
+
+def _schema_notes(logged: LoggedRecord) -> tuple[str, ...]:
+    """Say so when a record the trace could use still breaks its schema elsewhere.
+
+    Such a record stays in the trace (an altered assessment must count as
+    ``broken``, not vanish as ``assessment_missing``), but not silently.
+    """
+    from audit import schema_problems
+
+    assert logged.record is not None  # only called on records that were read
+    found = schema_problems(logged.record)
+    if not found:
+        return ()
+    note = (
+        f"{logged.topic} message with sequence {logged.sequence} (sha256 {logged.sha256})"
+        f" does not match its schema: {'; '.join(found)}; it is traced all the same"
+    )
+    return (note,)
+
+
+def _checked_record(logged: LoggedRecord, schema: str) -> Mapping[str, Any]:
+    record = logged.record
+    if record is None:
+        raise _UnreadableRecordError(logged.problem or "it is not a JSON object")
+    found = record.get("schema")
+    if found != schema:
+        raise _UnreadableRecordError(f"its schema is {found!r}, expected {schema!r}")
+    return record
+
+
+def _read_assessment(logged: LoggedRecord) -> str:
+    record = _checked_record(logged, ASSESSMENT_SCHEMA)
+    return _text(record, "decision_id")
+
+
+def _read_decision(logged: LoggedRecord) -> _LoggedDecision:
+    record = _checked_record(logged, DECISION_SCHEMA)
+    verdict = _text(record, "verdict")
+    if verdict not in _VERDICT_VALUES:
+        raise _UnreadableRecordError(f"its verdict {verdict!r} is not one of {_VERDICTS}")
+    return _LoggedDecision(
+        decision_id=_text(record, "decision_id"),
+        stamp_ns=_integer(record, "stamp_ns"),
+        verdict=RuntimeVerdict(verdict),
+        reason=_text(record, "reason"),
+        matched_policy=_optional_text(record, "matched_policy"),
+        policy_id=_text(record, "policy_id"),
+        assessment_sha256=_optional_text(record, "assessment_sha256"),
+        trace_id=_text(record, "trace_id"),
+        latency_ns=_integer(record, "latency_ns"),
+    )
+
+
+def _field(record: Mapping[str, Any], name: str) -> object:
+    if name not in record:
+        raise _UnreadableRecordError(f"it has no {name!r} field")
+    return record[name]
+
+
+def _text(record: Mapping[str, Any], name: str) -> str:
+    value = _field(record, name)
+    if not isinstance(value, str):
+        raise _UnreadableRecordError(f"its {name!r} is {json_type_name(value)}, expected a string")
+    _check_unicode(value, name)
+    return value
+
+
+def _optional_text(record: Mapping[str, Any], name: str) -> str | None:
+    value = _field(record, name)
+    if value is not None and not isinstance(value, str):
+        raise _UnreadableRecordError(
+            f"its {name!r} is {json_type_name(value)}, expected a string or null"
+        )
+    if value is not None:
+        _check_unicode(value, name)
+    return value
+
+
+def _check_unicode(value: str, name: str) -> None:
+    # JSON's \ud800 escapes parse to lone surrogates, which no report can encode as UTF-8.
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise _UnreadableRecordError(
+            f"its {name!r} holds a lone surrogate (not Unicode text)"
+        ) from None
+
+
+def _integer(record: Mapping[str, Any], name: str) -> int:
+    value = _field(record, name)
+    # bool is an int subclass, but true is not a count of nanoseconds.
+    if type(value) is not int:
+        raise _UnreadableRecordError(
+            f"its {name!r} is {json_type_name(value)}, expected an integer"
+        )
+    return value

@@ -1,0 +1,239 @@
+"""`ghost demo`: a scripted agent loop under the bundled policy, written to a real run.
+
+No network and no model: three agents (researcher, support, analyst) work
+through a fixed script of tool calls against in-process fake tools. Each call
+goes through `Gate.check` first and runs only with ``decision.args`` when the
+verdict permits it; ``pending`` calls are held for a human (the demo does not
+approve them); ``deny`` calls never run. Some calls arrive with a W3C
+``traceparent`` (one of them malformed) to show how trace context is recorded.
+
+The run is then read back from the MCAP file and its decision trace report is
+printed, so what is shown is what was logged.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+from typing import Any, TextIO
+
+import structlog
+
+from analysis._decision_trace import build_decision_trace_report
+from analysis._trace_json import encode_decision_trace_report_to_bytes
+from audit import McapAuditSink
+from runtime import Action, Gate, Policy, RuntimeVerdict
+
+__all__ = ["SCRIPT", "ScriptedCall", "demo_policy_path", "run_demo"]
+
+_INCOMING = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+# Truncated, made-up key material: enough for the private_key detector, useless as a key.
+_TEST_PEM = (
+    "-----BEGIN RSA PRIVATE KEY-----\n"
+    "MIIBOgIBAAJBAKj34GkxFhD90vcNLYLInFEX6Ppy1tPf9Cnzj4p4WGeKLs1Pt8Qu\n"
+    "-----END RSA PRIVATE KEY-----"
+)
+_MALFORMED = "00-4BF92F3577B34DA6A3CE929D0E0E4736-00F067AA0BA902B7-01"  # uppercase: invalid
+
+
+@dataclass(frozen=True, slots=True)
+class ScriptedCall:
+    """One step of the scripted agent: an action and, optionally, its incoming header."""
+
+    action: Action
+    traceparent: str | None = None
+
+
+def _call(
+    agent: str, verb: str, resource: str, traceparent: str | None = None, **args: Any
+) -> ScriptedCall:
+    return ScriptedCall(Action(agent, verb, resource, args), traceparent)
+
+
+# A fake but realistic day at a support desk. The values that look like secrets
+# are documented example or test values (AWS's example key id, a Luhn-valid test
+# card number), never real credentials.
+SCRIPT: tuple[ScriptedCall, ...] = (
+    _call(
+        "researcher", "search", "tool:web_search", _INCOMING, query="refund policy best practice"
+    ),
+    _call("researcher", "fetch", "https://docs.example.com/refunds", _INCOMING),
+    _call("researcher", "read", "file:/data/public/faq.md", path="/data/public/faq.md"),
+    _call(
+        "researcher", "read", "file:/data/public/q3/report.txt", path="/data/public/./q3/report.txt"
+    ),
+    _call(
+        "researcher",
+        "read",
+        "file:/data/public/../private/salaries.csv",
+        path="/data/public/../private/salaries.csv",
+    ),
+    _call(
+        "researcher",
+        "fetch",
+        "https://evil.example.net/exfil",
+        url="https://evil.example.net/exfil",
+    ),
+    _call(
+        "researcher",
+        "search",
+        "tool:web_search",
+        _MALFORMED,
+        query="how to contact jane.doe@example.com",
+    ),
+    _call("researcher", "search", "tool:web_search", query="aws key AKIAIOSFODNN7EXAMPLE leaked?"),
+    _call(
+        "support",
+        "query",
+        "db:customers",
+        table="customers",
+        columns=["name", "email"],
+        limit=20,
+        read_only=True,
+        where="id = 4411",
+    ),
+    _call(
+        "support",
+        "query",
+        "db:customers",
+        table="customers",
+        columns=["*"],
+        limit=100000,
+        where="1=1",
+    ),
+    _call(
+        "support",
+        "send",
+        "mail:customer",
+        to="jane.doe@example.com",
+        subject="Your refund",
+        body="Hi Jane, your refund is on its way.",
+    ),
+    _call(
+        "support",
+        "send",
+        "mail:customer",
+        to="sam@example.org",
+        subject="Card on file",
+        body="We charged card 4111 1111 1111 1111 today.",
+    ),
+    _call("support", "refund", "payments:stripe", amount=20, currency="EUR", order="A-1001"),
+    _call("support", "refund", "payments:stripe", amount=35, currency="EUR", order="A-1002"),
+    _call("support", "refund", "payments:stripe", amount=480, currency="EUR", order="A-1003"),
+    _call("support", "refund", "payments:stripe", amount=1200, currency="EUR", order="A-1004"),
+    _call("support", "refund", "payments:stripe", amount="900", currency="EUR", order="A-1005"),
+    _call("support", "delete", "db:customers", where="id = 4411"),
+    _call(
+        "support",
+        "send",
+        "mail:ops",
+        to="ops@example.com",
+        subject="key",
+        body=_TEST_PEM,
+    ),
+    _call("support", "exec", "shell:bash", command="rm -rf /tmp/cache"),
+    _call(
+        "analyst",
+        "query",
+        "db:customers",
+        table="customers",
+        columns=["region", "count"],
+        limit=50,
+        read_only=True,
+    ),
+    _call(
+        "analyst",
+        "query",
+        "db:customers",
+        table="customers",
+        columns=["region"],
+        limit=500,
+        read_only=True,
+        debug=True,
+    ),
+    _call("analyst", "query", "db:orders", table="orders", limit=10),
+    _call("analyst", "read", "file:/data/public/q3/summary.csv", path="q3/summary.csv"),
+    _call("analyst", "search", "tool:web_search", query="EU VAT rates 2026"),
+    _call("analyst", "search", "tool:web_search", query="call me on +44 20 7946 0958"),
+    _call("analyst", "refund", "payments:stripe", amount=10, currency="EUR", order="A-1006"),
+    _call("analyst", "read", "file:/etc/passwd", path="/etc/passwd"),
+    _call("researcher", "delete", "file:/data/public/faq.md", path="/data/public/faq.md"),
+    _call("researcher", "search", "tool:web_search", _INCOMING, query="ghost audit log format"),
+)
+
+
+def demo_policy_path() -> Path:
+    """The bundled example policy file."""
+    return Path(str(resources.files("analysis").joinpath("demo_policy.toml")))
+
+
+_TOOLS: Mapping[str, Callable[[Mapping[str, Any]], str]] = {
+    "search": lambda a: f"3 results for {len(str(a.get('query', '')))}-char query",
+    "fetch": lambda a: "200 OK, 4.1 kB",
+    "read": lambda a: f"read {a.get('path')}",
+    "query": lambda a: f"{min(int(a.get('limit', 0)), 7)} rows",
+    "send": lambda a: "queued",
+    "refund": lambda a: f"refunded {a.get('amount')} {a.get('currency')}",
+}
+
+
+def run_demo(out: Path, *, stream: TextIO | None = None) -> int:
+    """Run the scripted agent loop, write the run to ``out``, print its trace report.
+
+    Returns:
+        the process exit code (0).
+
+    Raises:
+        runtime.AuditError: the run could not be written.
+    """
+    print_ = stream or sys.stdout
+    # The SDK logs through structlog; keep its lines on stderr, apart from the report.
+    structlog.configure(logger_factory=structlog.PrintLoggerFactory(sys.stderr))
+    out.parent.mkdir(parents=True, exist_ok=True)
+    policy = Policy.from_toml(demo_policy_path())
+    print(
+        f"ghost demo: {len(SCRIPT)} scripted tool calls under policy {policy.policy_id!r}",
+        file=print_,
+    )
+    with McapAuditSink(out) as sink:
+        gate = Gate(policy, sink=sink)
+        for step in SCRIPT:
+            decision = gate.check(step.action, traceparent=step.traceparent)
+            action = step.action
+            if decision.permitted:
+                outcome = _TOOLS[action.verb](decision.args)
+            elif decision.verdict is RuntimeVerdict.PENDING:
+                outcome = f"held for a human: {decision.reason}"
+            else:
+                outcome = f"not run: {decision.reason}"
+            print(
+                f"  {decision.verdict.value:<8} {action.agent:<10} {action.verb:<7}"
+                f" {decision.matched_policy or '-':<28} {outcome}",
+                file=print_,
+            )
+    report = build_decision_trace_report(out)
+    report_path = out.with_suffix(".trace.json")
+    report_path.write_bytes(encode_decision_trace_report_to_bytes(report))
+    print(f"\nrun written to {out} (sha256 {report.source_mcap_sha256[:16]}…)", file=print_)
+    print("decision trace report (read back from the MCAP file):", file=print_)
+    kinds = ", ".join(f"{k}={v}" for k, v in sorted(report.per_decision_kind_counts.items()))
+    print(f"  decisions: {report.total_decisions} ({kinds})", file=print_)
+    print(
+        f"  chain: verified={report.verified_count} broken={report.broken_count}"
+        f" assessment_missing={report.assessment_missing_count}"
+        f" no_assessment_claimed={report.no_assessment_claimed_count}",
+        file=print_,
+    )
+    latencies = sorted(record.latency_ns for record in report.records)
+    if latencies:
+        median_us = latencies[(len(latencies) - 1) // 2] / 1000
+        print(
+            f"  gate latency: median {median_us:.0f} µs, max {latencies[-1] / 1000:.0f} µs"
+            " (monotonic, gate entry to verdict)",
+            file=print_,
+        )
+    print(f"  full report: {report_path}  (ghost trace-decisions --mcap {out})", file=print_)
+    return 0

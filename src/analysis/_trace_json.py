@@ -1,0 +1,271 @@
+"""The decision trace report as canonical JSON, and back (ADR-0022 §5).
+
+The encoding is meant to be diffed, hashed and archived beside the run it
+describes: keys sorted, two-space indent, non-ASCII kept, a trailing newline,
+UTF-8. Encoding is deterministic, so the SHA-256 of the bytes is stable across
+processes. Decoding is strict: a report with a missing, extra, mistyped or
+inconsistent field is refused, never half-read.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any, Final, TypeVar
+
+from analysis._decision_trace import build_decision_trace_report
+from analysis._json_types import JSON_TYPE_NAMES, json_type_name
+from analysis._trace_model import (
+    ANALYSIS_VERSION,
+    ChainStatus,
+    DecisionTraceRecord,
+    DecisionTraceReport,
+)
+from runtime import RuntimeVerdict
+
+__all__ = [
+    "decode_decision_trace_report_from_json",
+    "encode_decision_trace_report_to_bytes",
+    "generate_decision_trace_report",
+]
+
+_T = TypeVar("_T")
+
+_RECORD_FIELDS: Final = frozenset(DecisionTraceRecord.__dataclass_fields__)
+_REPORT_FIELDS: Final = frozenset(DecisionTraceReport.__dataclass_fields__)
+
+
+def encode_decision_trace_report_to_bytes(report: DecisionTraceReport) -> bytes:
+    """Return the canonical JSON bytes of a report.
+
+    Args:
+        report: the report to encode.
+
+    Returns:
+        UTF-8 JSON with sorted keys, an indent of 2, non-ASCII characters kept
+        as they are, and a trailing newline. Equal reports give equal bytes.
+    """
+    document = {
+        "source_mcap_sha256": report.source_mcap_sha256,
+        "total_decisions": report.total_decisions,
+        "verified_count": report.verified_count,
+        "broken_count": report.broken_count,
+        "assessment_missing_count": report.assessment_missing_count,
+        "no_assessment_claimed_count": report.no_assessment_claimed_count,
+        "per_decision_kind_counts": dict(report.per_decision_kind_counts),
+        "per_policy_id_counts": dict(report.per_policy_id_counts),
+        "timestamp_first_ns": report.timestamp_first_ns,
+        "timestamp_last_ns": report.timestamp_last_ns,
+        "timestamp_span_ns": report.timestamp_span_ns,
+        "records": [_record_to_json(record) for record in report.records],
+        "analysis_version": report.analysis_version,
+        "duplicate_assessment_count": report.duplicate_assessment_count,
+        "truncated": report.truncated,
+        "problems": list(report.problems),
+    }
+    text = json.dumps(document, sort_keys=True, indent=2, ensure_ascii=False, allow_nan=False)
+    return (text + "\n").encode("utf-8")
+
+
+def decode_decision_trace_report_from_json(data: bytes | str) -> DecisionTraceReport:
+    """Parse the canonical JSON of a report back into a `DecisionTraceReport`.
+
+    Any JSON layout is accepted (the canonical one is not required), but the
+    content is checked strictly: exactly the report's fields, each of its type,
+    and counts consistent with the records.
+
+    Args:
+        data: the JSON text, or its UTF-8 bytes.
+
+    Returns:
+        The report, equal field by field to the one that was encoded.
+
+    Raises:
+        ValueError: the data is not UTF-8 JSON, an object has a duplicate,
+            missing or unknown field, a field has the wrong type or value, the
+            ``analysis_version`` is not this analyzer's, or the report is
+            inconsistent (its counts or timestamps disagree with its records).
+    """
+    if isinstance(data, bytes | bytearray | memoryview):
+        try:
+            text = bytes(data).decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise ValueError(f"decision trace report is not UTF-8: {exc}") from None
+    else:
+        text = data
+    try:
+        document = json.loads(
+            text, object_pairs_hook=_object_without_duplicates, parse_constant=_no_constant
+        )
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"decision trace report is not valid JSON: {exc}") from None
+
+    fields = _fields(document, "report", _REPORT_FIELDS)
+    version = _get(fields, "analysis_version", int, "report")
+    if version != ANALYSIS_VERSION:
+        raise ValueError(
+            f"decision trace report has analysis_version {version}; this analyzer reads"
+            f" version {ANALYSIS_VERSION}"
+        )
+    raw_records = _get(fields, "records", list, "report")
+    raw_problems = _get(fields, "problems", list, "report")
+    try:
+        return DecisionTraceReport(
+            source_mcap_sha256=_get(fields, "source_mcap_sha256", str, "report"),
+            total_decisions=_get(fields, "total_decisions", int, "report"),
+            verified_count=_get(fields, "verified_count", int, "report"),
+            broken_count=_get(fields, "broken_count", int, "report"),
+            assessment_missing_count=_get(fields, "assessment_missing_count", int, "report"),
+            no_assessment_claimed_count=_get(fields, "no_assessment_claimed_count", int, "report"),
+            per_decision_kind_counts=_counts(fields, "per_decision_kind_counts"),
+            per_policy_id_counts=_counts(fields, "per_policy_id_counts"),
+            timestamp_first_ns=_get_optional(fields, "timestamp_first_ns", int, "report"),
+            timestamp_last_ns=_get_optional(fields, "timestamp_last_ns", int, "report"),
+            timestamp_span_ns=_get_optional(fields, "timestamp_span_ns", int, "report"),
+            records=tuple(
+                _record_from_json(item, f"records[{index}]")
+                for index, item in enumerate(raw_records)
+            ),
+            analysis_version=version,
+            duplicate_assessment_count=_get(fields, "duplicate_assessment_count", int, "report"),
+            truncated=_get(fields, "truncated", bool, "report"),
+            problems=tuple(
+                _expect(item, str, f"problems[{index}]") for index, item in enumerate(raw_problems)
+            ),
+        )
+    except _FieldError:
+        raise
+    except ValueError as exc:
+        raise ValueError(f"decision trace report is inconsistent: {exc}") from None
+
+
+def generate_decision_trace_report(
+    mcap_path: str | os.PathLike[str], output_path: str | os.PathLike[str] | None = None
+) -> bytes:
+    """Build the report of a captured run and return (and optionally write) its JSON.
+
+    Args:
+        mcap_path: the MCAP file a ghost audit sink wrote.
+        output_path: where to write the JSON; nothing is written when None.
+
+    Returns:
+        The canonical JSON bytes (`encode_decision_trace_report_to_bytes`).
+
+    Raises:
+        audit.LogFormatError: the file is missing, not MCAP, or not a ghost log.
+        OSError: ``output_path`` cannot be written.
+    """
+    data = encode_decision_trace_report_to_bytes(build_decision_trace_report(mcap_path))
+    if output_path is not None:
+        Path(output_path).write_bytes(data)
+    return data
+
+
+class _FieldError(ValueError):
+    """A field of the JSON document is missing, unknown, or of the wrong type."""
+
+
+def _record_to_json(record: DecisionTraceRecord) -> dict[str, Any]:
+    return {
+        "timestamp_ns": record.timestamp_ns,
+        "decision_kind": record.decision_kind.value,
+        "decision_reason": record.decision_reason,
+        "policy_id": record.policy_id,
+        "claimed_assessment_sha256": record.claimed_assessment_sha256,
+        "recomputed_assessment_sha256": record.recomputed_assessment_sha256,
+        "chain_status": record.chain_status.value,
+        "analysis_version": record.analysis_version,
+        "decision_id": record.decision_id,
+        "matched_policy": record.matched_policy,
+        "trace_id": record.trace_id,
+        "latency_ns": record.latency_ns,
+    }
+
+
+def _record_from_json(item: object, where: str) -> DecisionTraceRecord:
+    fields = _fields(item, where, _RECORD_FIELDS)
+    return DecisionTraceRecord(
+        timestamp_ns=_get(fields, "timestamp_ns", int, where),
+        decision_kind=_member(fields, "decision_kind", RuntimeVerdict, where),
+        decision_reason=_get(fields, "decision_reason", str, where),
+        policy_id=_get(fields, "policy_id", str, where),
+        claimed_assessment_sha256=_get_optional(fields, "claimed_assessment_sha256", str, where),
+        recomputed_assessment_sha256=_get_optional(
+            fields, "recomputed_assessment_sha256", str, where
+        ),
+        chain_status=_member(fields, "chain_status", ChainStatus, where),
+        analysis_version=_get(fields, "analysis_version", int, where),
+        decision_id=_get(fields, "decision_id", str, where),
+        matched_policy=_get_optional(fields, "matched_policy", str, where),
+        trace_id=_get(fields, "trace_id", str, where),
+        latency_ns=_get(fields, "latency_ns", int, where),
+    )
+
+
+def _object_without_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    result: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in result:
+            raise _FieldError(f"decision trace report has the key {key!r} twice in one object")
+        result[key] = value
+    return result
+
+
+def _no_constant(name: str) -> object:
+    raise _FieldError(f"decision trace report holds {name}, which is not a JSON value")
+
+
+def _fields(value: object, where: str, expected: frozenset[str]) -> Mapping[str, Any]:
+    if not isinstance(value, dict):
+        raise _FieldError(
+            f"decision trace report: {where} must be an object, got {json_type_name(value)}"
+        )
+    missing = sorted(expected - value.keys())
+    unknown = sorted(value.keys() - expected)
+    if missing:
+        raise _FieldError(f"decision trace report: {where} lacks field(s) {', '.join(missing)}")
+    if unknown:
+        raise _FieldError(
+            f"decision trace report: {where} has unknown field(s) {', '.join(unknown)}"
+        )
+    return value
+
+
+def _expect(value: object, kind: type[_T], where: str) -> _T:
+    # type() rather than isinstance(): true must not pass for an integer.
+    if type(value) is not kind:
+        expected = JSON_TYPE_NAMES[kind]
+        raise _FieldError(
+            f"decision trace report: {where} must be {expected}, got {json_type_name(value)}"
+        )
+    return value
+
+
+def _get(fields: Mapping[str, Any], name: str, kind: type[_T], where: str) -> _T:
+    return _expect(fields[name], kind, f"{where}.{name}")
+
+
+def _get_optional(fields: Mapping[str, Any], name: str, kind: type[_T], where: str) -> _T | None:
+    value = fields[name]
+    return None if value is None else _expect(value, kind, f"{where}.{name}")
+
+
+def _member(fields: Mapping[str, Any], name: str, enum: Callable[[str], _T], where: str) -> _T:
+    text = _get(fields, name, str, where)
+    try:
+        return enum(text)
+    except ValueError:
+        raise _FieldError(
+            f"decision trace report: {where}.{name} {text!r} is not a known value"
+        ) from None
+
+
+def _counts(fields: Mapping[str, Any], name: str) -> dict[str, int]:
+    raw = fields[name]
+    if not isinstance(raw, dict):
+        raise _FieldError(
+            f"decision trace report: {name} must be an object, got {json_type_name(raw)}"
+        )
+    return {key: _expect(count, int, f"{name}[{key!r}]") for key, count in raw.items()}

@@ -1,0 +1,299 @@
+"""The values of a decision trace (ADR-0022 adapted): statuses, per-decision records, the report.
+
+Everything here is a frozen value that checks itself on construction, so a
+report decoded from JSON is exactly as trustworthy as one just built from a
+log: the four chain counts add up, the per-verdict and per-policy counts agree
+with the records, and each record's status agrees with its two hashes.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Final
+
+from runtime import RuntimeVerdict
+
+__all__ = [
+    "ANALYSIS_VERSION",
+    "ChainStatus",
+    "DecisionTraceRecord",
+    "DecisionTraceReport",
+    "FrozenCounts",
+]
+
+ANALYSIS_VERSION: Final = 1
+"""Version of the trace algorithm and report layout; bumped on any change to either."""
+
+_SHA256_HEX: Final = re.compile(r"[0-9a-f]{64}")
+
+
+class ChainStatus(StrEnum):
+    """How one decision's claimed assessment relates to what the log holds. Closed."""
+
+    VERIFIED = "verified"
+    """The decision names an assessment, and the assessment logged for it hashes to that name."""
+    BROKEN = "broken"
+    """An assessment is logged for the decision but hashes to something else: tampering or a bug."""
+    ASSESSMENT_MISSING = "assessment_missing"
+    """The decision names an assessment, but none is logged for its decision id."""
+    NO_ASSESSMENT_CLAIMED = "no_assessment_claimed"
+    """The decision names no assessment (``assessment_sha256`` is null): legitimate, explicit."""
+
+
+class FrozenCounts(Mapping[str, int]):
+    """An immutable, hashable mapping of names to counts, iterated in sorted key order.
+
+    It compares equal to any mapping with the same items (a plain ``dict``
+    included), so ``report.per_policy_id_counts == {"p": 3}`` reads naturally.
+
+    Args:
+        counts: a mapping, or ``(name, count)`` pairs; names are strings and
+            counts non-negative integers (not booleans).
+
+    Raises:
+        ValueError: a name that is not a string, a count that is not a
+            non-negative integer, or a name given twice as a pair.
+    """
+
+    __slots__ = ("_items", "_lookup")
+
+    _items: tuple[tuple[str, int], ...]
+    _lookup: dict[str, int]
+
+    def __init__(self, counts: Mapping[str, int] | Iterable[tuple[str, int]] = ()) -> None:
+        pairs = list(counts.items() if isinstance(counts, Mapping) else counts)
+        lookup: dict[str, int] = {}
+        for name, count in pairs:
+            if not isinstance(name, str):
+                raise ValueError(f"a count's name must be a string, not {type(name).__name__}")
+            if type(count) is not int or count < 0:
+                raise ValueError(f"the count for {name!r} must be a non-negative integer")
+            if name in lookup:
+                raise ValueError(f"the count for {name!r} is given twice")
+            lookup[name] = count
+        self._items = tuple(sorted(lookup.items()))
+        # Rebuilt from the sorted items so that every view iterates in one order.
+        self._lookup = dict(self._items)
+
+    def __getitem__(self, key: str) -> int:
+        return self._lookup[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return (name for name, _ in self._items)
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def __hash__(self) -> int:
+        return hash(self._items)
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, FrozenCounts):
+            return self._items == other._items
+        if isinstance(other, Mapping):
+            return self._lookup == dict(other.items())
+        return NotImplemented
+
+    def __repr__(self) -> str:
+        return f"FrozenCounts({self._lookup!r})"
+
+    def total(self) -> int:
+        """Return the sum of the counts."""
+        return sum(self._lookup.values())
+
+
+@dataclass(frozen=True, slots=True)
+class DecisionTraceRecord:
+    """One ``/decisions`` record, paired with the assessment it claims to rest on.
+
+    Attributes:
+        timestamp_ns: the decision's ``stamp_ns`` (wall clock, ns since the epoch).
+        decision_kind: the decision's verdict.
+        decision_reason: the decision's human-readable reason.
+        policy_id: the id of the policy that decided.
+        claimed_assessment_sha256: the decision's ``assessment_sha256``, as written.
+        recomputed_assessment_sha256: SHA-256 hex of the bytes of the assessment
+            logged for this decision id, or None when none was claimed or found.
+        chain_status: what the two hashes say together.
+        analysis_version: `ANALYSIS_VERSION` of the analyzer that built the record.
+        decision_id: the decision's id: the join key to its assessment.
+        matched_policy: the rule that determined the verdict, or None.
+        trace_id: the W3C trace id the decision was made under.
+        latency_ns: gate entry to verdict, monotonic nanoseconds.
+
+    Raises:
+        ValueError: ``chain_status`` disagrees with the two hashes (a verified
+            record whose hashes differ, a missing one with a recomputed hash, ...).
+    """
+
+    timestamp_ns: int
+    decision_kind: RuntimeVerdict
+    decision_reason: str
+    policy_id: str
+    claimed_assessment_sha256: str | None
+    recomputed_assessment_sha256: str | None
+    chain_status: ChainStatus
+    analysis_version: int
+    decision_id: str
+    matched_policy: str | None
+    trace_id: str
+    latency_ns: int
+
+    def __post_init__(self) -> None:
+        # Coerce plain strings so a record built by hand equals one built from a log.
+        object.__setattr__(self, "decision_kind", RuntimeVerdict(self.decision_kind))
+        object.__setattr__(self, "chain_status", ChainStatus(self.chain_status))
+        claimed = self.claimed_assessment_sha256
+        recomputed = self.recomputed_assessment_sha256
+        if recomputed is not None and not _SHA256_HEX.fullmatch(recomputed):
+            raise ValueError(
+                f"decision {self.decision_id}: recomputed_assessment_sha256 must be"
+                f" 64 lowercase hex digits, got {recomputed!r}"
+            )
+        status = self.chain_status
+        consistent = {
+            ChainStatus.VERIFIED: claimed is not None and claimed == recomputed,
+            ChainStatus.BROKEN: (
+                claimed is not None and recomputed is not None and claimed != recomputed
+            ),
+            ChainStatus.ASSESSMENT_MISSING: claimed is not None and recomputed is None,
+            ChainStatus.NO_ASSESSMENT_CLAIMED: claimed is None and recomputed is None,
+        }[status]
+        if not consistent:
+            raise ValueError(
+                f"decision {self.decision_id}: chain_status {status.value!r} contradicts"
+                f" claimed {claimed!r} and recomputed {recomputed!r}"
+            )
+
+
+@dataclass(frozen=True, slots=True)
+class DecisionTraceReport:
+    """Every decision of one run, each paired with its assessment, and the run's tallies.
+
+    Build one with `build_decision_trace_report`; serialize it with
+    `encode_decision_trace_report_to_bytes`. The report judges nothing: a
+    ``broken`` chain is a fact it states, and `verify_decision_chain` is the check.
+
+    Attributes:
+        source_mcap_sha256: SHA-256 hex of the whole MCAP file read
+            (``sha256sum run.mcap`` gives the same).
+        total_decisions: number of readable ``/decisions`` records.
+        verified_count, broken_count, assessment_missing_count,
+        no_assessment_claimed_count: records per `ChainStatus`.
+        per_decision_kind_counts: records per verdict (only verdicts that occur).
+        per_policy_id_counts: records per ``policy_id``.
+        timestamp_first_ns, timestamp_last_ns: earliest and latest decision
+            ``stamp_ns`` (min and max: wall clocks can step back); None without decisions.
+        timestamp_span_ns: last minus first; None without decisions.
+        records: one `DecisionTraceRecord` per decision, in stream order.
+        analysis_version: `ANALYSIS_VERSION` of the analyzer.
+        duplicate_assessment_count: readable assessments that shared a decision
+            id with an earlier one (the last one logged is the one joined).
+        truncated: the reader found the run cut short (no footer, e.g. a crash);
+            the records are the complete ones before the cut.
+        problems: one sentence per decision or assessment record that could not
+            be read (not JSON, wrong schema, missing or mistyped fields; left
+            out of the counts), per record traced although it breaks its schema
+            in a field the trace does not use, and per problem the reader
+            reported (damaged chunks, foreign channels, ...).
+
+    Raises:
+        ValueError: the counts do not add up to ``total_decisions`` and
+            ``len(records)``, disagree with the records, or the timestamps do
+            not match the records.
+    """
+
+    source_mcap_sha256: str
+    total_decisions: int
+    verified_count: int
+    broken_count: int
+    assessment_missing_count: int
+    no_assessment_claimed_count: int
+    per_decision_kind_counts: Mapping[str, int]
+    per_policy_id_counts: Mapping[str, int]
+    timestamp_first_ns: int | None
+    timestamp_last_ns: int | None
+    timestamp_span_ns: int | None
+    records: tuple[DecisionTraceRecord, ...]
+    analysis_version: int
+    duplicate_assessment_count: int
+    truncated: bool
+    problems: tuple[str, ...]
+
+    def __post_init__(self) -> None:
+        # Freeze what a caller may have passed as a dict or list, so the value is immutable.
+        object.__setattr__(self, "records", tuple(self.records))
+        object.__setattr__(self, "problems", tuple(self.problems))
+        kinds = FrozenCounts(self.per_decision_kind_counts)
+        policies = FrozenCounts(self.per_policy_id_counts)
+        object.__setattr__(self, "per_decision_kind_counts", kinds)
+        object.__setattr__(self, "per_policy_id_counts", policies)
+
+        if not _SHA256_HEX.fullmatch(self.source_mcap_sha256):
+            raise ValueError(
+                "source_mcap_sha256 must be 64 lowercase hex digits,"
+                f" got {self.source_mcap_sha256!r}"
+            )
+        if self.duplicate_assessment_count < 0:
+            raise ValueError("duplicate_assessment_count must not be negative")
+        self._check_counts(kinds, policies)
+        self._check_timestamps()
+
+    def _check_counts(self, kinds: FrozenCounts, policies: FrozenCounts) -> None:
+        status_sum = (
+            self.verified_count
+            + self.broken_count
+            + self.assessment_missing_count
+            + self.no_assessment_claimed_count
+        )
+        if not status_sum == self.total_decisions == len(self.records):
+            raise ValueError(
+                f"counts invariant violated: verified {self.verified_count} + broken"
+                f" {self.broken_count} + assessment_missing {self.assessment_missing_count}"
+                f" + no_assessment_claimed {self.no_assessment_claimed_count} = {status_sum},"
+                f" total_decisions = {self.total_decisions}, records = {len(self.records)}"
+            )
+        tallied = Counter(record.chain_status for record in self.records)
+        for status, count in (
+            (ChainStatus.VERIFIED, self.verified_count),
+            (ChainStatus.BROKEN, self.broken_count),
+            (ChainStatus.ASSESSMENT_MISSING, self.assessment_missing_count),
+            (ChainStatus.NO_ASSESSMENT_CLAIMED, self.no_assessment_claimed_count),
+        ):
+            if tallied[status] != count:
+                raise ValueError(
+                    f"{status.value}_count is {count} but {tallied[status]} records"
+                    f" have chain_status {status.value!r}"
+                )
+        for name, counts, field in (
+            ("per_decision_kind_counts", kinds, "decision_kind"),
+            ("per_policy_id_counts", policies, "policy_id"),
+        ):
+            if counts.total() != self.total_decisions:
+                raise ValueError(
+                    f"{name} sum to {counts.total()}, not total_decisions {self.total_decisions}"
+                )
+            expected = Counter(str(getattr(record, field)) for record in self.records)
+            if counts != expected:
+                raise ValueError(f"{name} {dict(counts)!r} disagree with the records")
+        for record in self.records:
+            if record.analysis_version != self.analysis_version:
+                raise ValueError(
+                    f"decision {record.decision_id} has analysis_version"
+                    f" {record.analysis_version}, the report {self.analysis_version}"
+                )
+
+    def _check_timestamps(self) -> None:
+        stamps = [record.timestamp_ns for record in self.records]
+        expected: tuple[int | None, int | None, int | None] = (None, None, None)
+        if stamps:
+            expected = (min(stamps), max(stamps), max(stamps) - min(stamps))
+        actual = (self.timestamp_first_ns, self.timestamp_last_ns, self.timestamp_span_ns)
+        if actual != expected:
+            raise ValueError(
+                f"timestamps first/last/span {actual} do not match the records {expected}"
+            )

@@ -1,0 +1,78 @@
+"""ghost runtime: the policy gate an agent loop calls before each action.
+
+Build a `Policy` once, a `Gate` around it and an audit sink, then ask the gate
+before every action::
+
+    gate = Gate(Policy.from_toml("policy.toml"), sink=audit.McapAuditSink("run.mcap"))
+    decision = gate.check(Action(agent="researcher", verb="read", resource="file:/data/q3.txt"))
+    if decision.permitted:
+        run_tool(**decision.args)
+
+This package imports neither `audit` nor `mcap` (ADR 0001).
+"""
+
+from runtime._action import Action, Decision
+from runtime._canonical import (
+    canonical_bytes,
+    content_address,
+    jcs_bytes,
+    sha256_hex,
+    value_sha256,
+)
+from runtime._clock import Clock, SystemClock
+from runtime._errors import (
+    ActionDenied,
+    ApprovalError,
+    ApprovalPending,
+    AuditError,
+    CanonicalEncodingError,
+    GhostError,
+    PolicyError,
+    TraceContextError,
+)
+from runtime._gate import Gate
+from runtime._ids import make_uuid7
+from runtime._policy import ApprovalSpec, Policy, Rule, ScrubSettings
+from runtime._scrub import Finding, Scrubber, ScrubLimitExceeded, ScrubResult
+from runtime._sink import AuditSink, RunStart
+from runtime._traceparent import TraceParent, parse_traceparent, parse_tracestate
+from runtime._verdict import Effect, RuntimeVerdict
+from runtime._version import SDK_VERSION
+
+__all__ = [
+    "SDK_VERSION",
+    "Action",
+    "ActionDenied",
+    "ApprovalError",
+    "ApprovalPending",
+    "ApprovalSpec",
+    "AuditError",
+    "AuditSink",
+    "CanonicalEncodingError",
+    "Clock",
+    "Decision",
+    "Effect",
+    "Finding",
+    "Gate",
+    "GhostError",
+    "Policy",
+    "PolicyError",
+    "Rule",
+    "RunStart",
+    "RuntimeVerdict",
+    "ScrubLimitExceeded",
+    "ScrubResult",
+    "ScrubSettings",
+    "Scrubber",
+    "SystemClock",
+    "TraceContextError",
+    "TraceParent",
+    "canonical_bytes",
+    "content_address",
+    "jcs_bytes",
+    "make_uuid7",
+    "parse_traceparent",
+    "parse_tracestate",
+    "sha256_hex",
+    "value_sha256",
+]

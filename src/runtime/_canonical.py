@@ -1,0 +1,223 @@
+"""Canonical bytes and content addresses: the one encoder every layer uses (ADR 0003).
+
+Two entry points share one walker:
+
+* `canonical_bytes(record)` — the bytes of an audit record. A record holds only
+  JSON's exact types: objects with string keys, arrays, strings, booleans,
+  null and integers in the signed 64-bit range. A float (or anything else) in a
+  record is a bug and raises `CanonicalEncodingError`.
+* `jcs_bytes(value)` — the bytes of a user value (tool arguments, a policy),
+  following RFC 8785 (JSON Canonicalization Scheme): floats in ECMAScript's
+  shortest form, object keys sorted by UTF-16 code units. Values JSON cannot
+  hold get a tagged form instead of an error, so that any argument payload
+  has an address:
+
+  ====================  =================================================
+  Python value          canonical JSON
+  ====================  =================================================
+  ``tuple``             an array, like ``list``
+  ``bytes``/bytearray   ``{"$ghost": "bytes", "base64": "<std base64>"}``
+  NaN, ±Infinity        ``{"$ghost": "float", "value": "nan" | "inf" | "-inf"}``
+  ``set``/frozenset     ``{"$ghost": "set", "items": [...]}`` items in canonical order
+  dict, non-str keys    ``{"$ghost": "map", "items": [[k, v], ...]}`` in canonical key order
+  dict with "$ghost"    the same ``map`` form, so user data cannot forge a tag
+  any other object      ``{"$ghost": "object", "type": "<module>.<qualname>"}``
+  ====================  =================================================
+
+  An opaque object is addressed by its type alone: ghost never calls its
+  ``__str__`` or ``__repr__`` (they may raise, or print a secret).
+
+Both forms are compact (``,`` and ``:``), UTF-8 with non-ASCII kept, keys sorted,
+and integers written exactly. Nesting deeper than `MAX_DEPTH` raises
+`CanonicalEncodingError`, which is also how a cycle ends.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import math
+from collections.abc import Mapping
+from decimal import Decimal
+from json.encoder import encode_basestring
+from typing import Any, Final
+
+from runtime._errors import CanonicalEncodingError
+
+__all__ = [
+    "MAX_DEPTH",
+    "canonical_bytes",
+    "content_address",
+    "jcs_bytes",
+    "sha256_hex",
+    "value_sha256",
+]
+
+MAX_DEPTH: Final = 256
+"""Deepest nesting either encoder accepts."""
+
+_INT64_MIN: Final = -(2**63)
+_INT64_MAX: Final = 2**63 - 1
+_TAG: Final = "$ghost"
+
+
+def sha256_hex(data: bytes) -> str:
+    """Return the lowercase hex SHA-256 of ``data``."""
+    return hashlib.sha256(data).hexdigest()
+
+
+def canonical_bytes(record: Mapping[str, Any]) -> bytes:
+    """Return the canonical bytes of an audit record.
+
+    Raises:
+        CanonicalEncodingError: the record holds a float, a non-string key, an
+            integer outside the signed 64-bit range, a lone surrogate, a value
+            of any other type, or nests deeper than `MAX_DEPTH`.
+    """
+    parts: list[str] = []
+    _encode(record, parts, 0, strict=True)
+    return _utf8("".join(parts))
+
+
+def content_address(record: Mapping[str, Any]) -> str:
+    """Return a record's content address: the SHA-256 hex of its canonical bytes."""
+    return sha256_hex(canonical_bytes(record))
+
+
+def jcs_bytes(value: object) -> bytes:
+    """Return the RFC 8785 canonical bytes of a user value (tagged forms for the rest).
+
+    Raises:
+        CanonicalEncodingError: the value nests deeper than `MAX_DEPTH` (or is
+            cyclic), or holds a string with a lone surrogate.
+    """
+    parts: list[str] = []
+    _encode(value, parts, 0, strict=False)
+    return _utf8("".join(parts))
+
+
+def value_sha256(value: object) -> str:
+    """Return the SHA-256 hex of `jcs_bytes(value)`: the address of arguments or a policy."""
+    return sha256_hex(jcs_bytes(value))
+
+
+def _utf8(text: str) -> bytes:
+    try:
+        return text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise CanonicalEncodingError(
+            f"a string holds a lone surrogate at index {exc.start} and is not valid Unicode"
+        ) from None
+
+
+def _key_order(key: str) -> bytes:
+    # RFC 8785 §3.2.3: property names sort by their UTF-16 code units.
+    return key.encode("utf-16-be", "surrogatepass")
+
+
+def _encode(value: object, out: list[str], depth: int, *, strict: bool) -> None:
+    if depth > MAX_DEPTH:
+        raise CanonicalEncodingError(f"value nests deeper than {MAX_DEPTH} levels (or is cyclic)")
+    # bool before int: bool is a subclass of int.
+    if value is None:
+        out.append("null")
+    elif value is True:
+        out.append("true")
+    elif value is False:
+        out.append("false")
+    elif isinstance(value, str):
+        out.append(encode_basestring(value))
+    elif isinstance(value, int):
+        if strict and not _INT64_MIN <= value <= _INT64_MAX:
+            raise CanonicalEncodingError(f"integer {value} is outside the signed 64-bit range")
+        out.append(int.__repr__(value))
+    elif isinstance(value, Mapping):
+        _encode_mapping(value, out, depth, strict=strict)
+    elif isinstance(value, list | tuple):
+        out.append("[")
+        for index, item in enumerate(value):
+            if index:
+                out.append(",")
+            _encode(item, out, depth + 1, strict=strict)
+        out.append("]")
+    elif strict:
+        raise CanonicalEncodingError(
+            f"a record cannot hold a value of type {type(value).__name__}"
+            " (records hold only str, int, bool, None, lists and string-keyed objects)"
+        )
+    elif isinstance(value, float):
+        if math.isfinite(value):
+            out.append(_ecmascript_number(value))
+        else:
+            text = "nan" if math.isnan(value) else ("inf" if value > 0 else "-inf")
+            _encode_tag("float", "value", text, out)
+    elif isinstance(value, bytes | bytearray | memoryview):
+        text = base64.b64encode(bytes(value)).decode("ascii")
+        _encode_tag("bytes", "base64", text, out)
+    elif isinstance(value, set | frozenset):
+        items = sorted(jcs_bytes(item) for item in value)
+        _encode_raw_tag("set", "[" + ",".join(i.decode() for i in items) + "]", out)
+    else:
+        cls = type(value)
+        _encode_tag("object", "type", f"{cls.__module__}.{cls.__qualname__}", out)
+
+
+def _encode_mapping(value: Mapping[Any, Any], out: list[str], depth: int, *, strict: bool) -> None:
+    keys = list(value.keys())
+    if all(isinstance(k, str) for k in keys) and (strict or _TAG not in value):
+        out.append("{")
+        for index, key in enumerate(sorted(keys, key=_key_order)):
+            if index:
+                out.append(",")
+            out.append(encode_basestring(key))
+            out.append(":")
+            _encode(value[key], out, depth + 1, strict=strict)
+        out.append("}")
+        return
+    if strict:
+        bad = next(k for k in keys if not isinstance(k, str))
+        raise CanonicalEncodingError(f"a record key must be a string, not {type(bad).__name__}")
+    pairs = sorted((jcs_bytes(key), _encode_to_str(item, depth + 2)) for key, item in value.items())
+    body = ",".join(f"[{k.decode()},{v}]" for k, v in pairs)
+    _encode_raw_tag("map", f"[{body}]", out)
+
+
+def _encode_to_str(value: object, depth: int) -> str:
+    parts: list[str] = []
+    _encode(value, parts, depth, strict=False)
+    return "".join(parts)
+
+
+def _encode_tag(tag: str, field: str, text: str, out: list[str]) -> None:
+    # "$ghost" sorts before every field name used here ("$" < "a"), so this is key order.
+    out.append(f'{{"{_TAG}":"{tag}",{encode_basestring(field)}:{encode_basestring(text)}}}')
+
+
+def _encode_raw_tag(tag: str, items_json: str, out: list[str]) -> None:
+    out.append(f'{{"{_TAG}":"{tag}","items":{items_json}}}')
+
+
+def _ecmascript_number(value: float) -> str:
+    """Format a finite float as ECMAScript's Number.prototype.toString does (RFC 8785 §3.2.2.3)."""
+    if value == 0:
+        return "0"  # -0 too
+    sign = "-" if value < 0 else ""
+    # repr() is the shortest string that round-trips, the same digits ECMAScript picks.
+    _, digit_tuple, exponent = Decimal(repr(abs(value))).as_tuple()
+    assert isinstance(exponent, int)  # finite, so never "n"/"N"/"F"
+    raw = "".join(map(str, digit_tuple))
+    digits = raw.rstrip("0")
+    k = len(digits)
+    # value = 0.d1d2...dk * 10^n, the form ECMAScript's algorithm is stated in.
+    n = exponent + (len(raw) - k) + k
+    if k <= n <= 21:
+        text = digits + "0" * (n - k)
+    elif 0 < n <= 21:
+        text = digits[:n] + "." + digits[n:]
+    elif -6 < n <= 0:
+        text = "0." + "0" * (-n) + digits
+    else:
+        mantissa = digits[0] + ("." + digits[1:] if k > 1 else "")
+        e = n - 1
+        text = f"{mantissa}e{'+' if e > 0 else '-'}{abs(e)}"
+    return sign + text

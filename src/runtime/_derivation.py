@@ -1,0 +1,156 @@
+"""Deriving a verdict from a policy and an action: the order of SPEC §3 (ADR 0002).
+
+1. Collect every rule that matches (agent, verb, resource, ``when``).
+2. Any ``deny`` rule → ``deny``.
+3. No rule matched → the policy default (``deny`` unless it says ``allow``).
+4. Apply the narrowing of every matching ``narrow`` rule, in file order.
+5. Scrub the (narrowed) arguments; a finding of a blocking detector → ``deny``.
+6. Any ``approval`` rule → ``pending``.
+7. Arguments changed by narrowing → ``narrow``; else changed by the scrubber →
+   ``scrub``; else ``allow``.
+
+This module is pure: no clock reads other than the stage timer it is handed,
+no I/O. Anything that goes wrong raises, and the gate turns it into ``deny``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from runtime._conditions import ConditionTypeError
+from runtime._errors import GhostError
+from runtime._narrowing import NarrowingEscape
+from runtime._policy import Policy, Rule
+from runtime._scrub import Finding, Scrubber, ScrubLimitExceeded
+from runtime._verdict import Effect, RuntimeVerdict
+
+__all__ = ["InvalidAction", "Outcome", "derive", "safe_reason"]
+
+
+class InvalidAction(GhostError, TypeError):
+    """An action's fields have the wrong types (the gate denies it)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    """The full picture behind one verdict (becomes the assessment record)."""
+
+    verdict: RuntimeVerdict
+    reason: str
+    matched_policy: str | None
+    args: Mapping[str, Any]
+    matched: tuple[Rule, ...]
+    findings: tuple[Finding, ...]
+    narrowings: tuple[tuple[str, str, str], ...]  # (rule, kind, path)
+    stage_ns: Mapping[str, int]
+
+
+# Exceptions whose messages ghost builds itself from policy data and limits, never
+# from argument values, so they may appear in a reason. Any other exception is
+# reported by type alone: its message could carry a secret.
+_SAFE_MESSAGES = (NarrowingEscape, ScrubLimitExceeded, ConditionTypeError, InvalidAction)
+
+
+def safe_reason(exc: BaseException) -> str:
+    """The sentence a deny-by-error records: the message if ghost wrote it, else the type."""
+    if isinstance(exc, _SAFE_MESSAGES):
+        return f"denied: {exc} ({type(exc).__name__})"
+    return f"denied: evaluation failed with {type(exc).__name__}"
+
+
+def derive(
+    policy: Policy,
+    scrubber: Scrubber,
+    agent: object,
+    verb: object,
+    resource: object,
+    args: object,
+    now_ns: Callable[[], int],
+    stage_ns: dict[str, int],
+) -> Outcome:
+    """Derive the verdict for one action (see the module docstring for the order).
+
+    Args:
+        policy, scrubber: what to decide with.
+        agent, verb, resource, args: the action's fields, not yet type-checked.
+        now_ns: the monotonic clock, for the stage timer.
+        stage_ns: receives ``policy``, ``narrow`` and ``scrub`` durations as each
+            stage ends, so the caller keeps them even when a later stage raises.
+
+    Raises:
+        Exception: anything that goes wrong; the caller denies.
+    """
+    if not isinstance(agent, str) or not isinstance(verb, str) or not isinstance(resource, str):
+        raise InvalidAction("action agent, verb and resource must be strings")
+    if not isinstance(args, Mapping):
+        raise InvalidAction(f"action args must be a mapping, not {type(args).__name__}")
+    t0 = now_ns()
+    matched = tuple(
+        r for r in policy.candidate_rules(verb) if r.matches(agent, verb, resource, args)
+    )
+    t1 = now_ns()
+    stage_ns["policy"] = t1 - t0
+
+    def outcome(
+        verdict: RuntimeVerdict,
+        reason: str,
+        rule: str | None,
+        final: Mapping[str, Any],
+        findings: tuple[Finding, ...] = (),
+        narrowings: tuple[tuple[str, str, str], ...] = (),
+    ) -> Outcome:
+        return Outcome(verdict, reason, rule, final, matched, findings, narrowings, stage_ns)
+
+    by_effect: dict[Effect, list[Rule]] = {effect: [] for effect in Effect}
+    for rule in matched:
+        by_effect[rule.effect].append(rule)
+    if by_effect[Effect.DENY]:
+        first = by_effect[Effect.DENY][0]
+        return outcome(RuntimeVerdict.DENY, f"denied by rule {first.id!r}", first.id, {})
+    if not matched and policy.default is Effect.DENY:
+        return outcome(RuntimeVerdict.DENY, "no rule matched; the policy default is deny", None, {})
+
+    current: dict[str, Any] = dict(args)
+    narrowings: list[tuple[str, str, str]] = []
+    first_narrowing: str | None = None
+    for rule in by_effect[Effect.NARROW]:
+        assert rule.narrow is not None
+        changes: list[tuple[str, str]] = []
+        current = rule.narrow.apply(rule.id, current, changes)
+        if changes and first_narrowing is None:
+            first_narrowing = rule.id
+        narrowings.extend((rule.id, kind, path) for kind, path in changes)
+    t2 = now_ns()
+    stage_ns["narrow"] = t2 - t1
+
+    exempt = tuple(path for rule in matched for path in rule.scrub_exempt)
+    scrubbed = scrubber.scrub(current, exempt=exempt)
+    stage_ns["scrub"] = now_ns() - t2
+    final = scrubbed.value
+    assert isinstance(final, Mapping)
+    found = scrubbed.findings
+    done = tuple(narrowings)
+    if scrubbed.blocked:
+        names = ", ".join(scrubbed.blocked)
+        reason = f"denied: the arguments hold a secret the policy blocks ({names})"
+        return outcome(RuntimeVerdict.DENY, reason, None, {}, found, done)
+    if by_effect[Effect.APPROVAL]:
+        first = by_effect[Effect.APPROVAL][0]
+        reason = f"held for approval by rule {first.id!r}"
+        return outcome(RuntimeVerdict.PENDING, reason, first.id, final, found, done)
+    permitting = next((r.id for r in matched if r.effect in (Effect.ALLOW, Effect.NARROW)), None)
+    if first_narrowing is not None:
+        kinds = ", ".join(sorted({kind for _, kind, _ in narrowings}))
+        reason = f"narrowed by rule {first_narrowing!r} ({kinds})"
+        return outcome(RuntimeVerdict.NARROW, reason, first_narrowing, final, found, done)
+    if found:
+        detectors = ", ".join(sorted({f.detector for f in found}))
+        reason = f"allowed with secrets removed ({detectors})"
+        return outcome(RuntimeVerdict.SCRUB, reason, permitting, final, found, done)
+    if permitting is None:
+        return outcome(
+            RuntimeVerdict.ALLOW, "no rule matched; the policy default is allow", None, final
+        )
+    return outcome(RuntimeVerdict.ALLOW, f"allowed by rule {permitting!r}", permitting, final)

@@ -1,0 +1,110 @@
+"""The ghost error tree: one root, shallow branches.
+
+::
+
+    GhostError
+    ├── PolicyError(ValueError)          a policy that cannot be loaded as written
+    ├── TraceContextError(ValueError)    a traceparent / tracestate header that must be dropped
+    ├── CanonicalEncodingError(ValueError)  a value that has no canonical bytes
+    ├── ApprovalError                    misuse of the approval queue
+    ├── ActionDenied                     `Gate.enforce` on a `deny` verdict
+    ├── ApprovalPending                  `Gate.enforce` on a `pending` verdict
+    └── AuditError                       a decision that could not be recorded
+        └── audit.LogFormatError         a file that is not a readable ghost audit log
+
+A verdict is a value, not an exception: `Gate.check` never raises for a policy
+outcome. The two raising verdict errors exist only for the opt-in
+`Gate.enforce`. Messages are built from structured fields so that callers can
+read the fields instead of parsing text.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from runtime._action import Decision
+
+__all__ = [
+    "ActionDenied",
+    "ApprovalError",
+    "ApprovalPending",
+    "AuditError",
+    "CanonicalEncodingError",
+    "GhostError",
+    "PolicyError",
+    "TraceContextError",
+]
+
+
+class GhostError(Exception):
+    """Root of every error ghost raises on purpose."""
+
+
+class PolicyError(GhostError, ValueError):
+    """A policy is malformed; nothing of it is used.
+
+    Attributes:
+        source: the file (or ``"<dict>"``) the policy came from.
+        rule: the id (or ``#index``) of the offending rule, or None for top-level fields.
+        field: the offending field, dotted (``narrow.clamp``), or None.
+        problem: what is wrong, in a sentence fragment a user can act on.
+    """
+
+    def __init__(
+        self, problem: str, *, source: str, rule: str | None = None, field: str | None = None
+    ) -> None:
+        self.source = source
+        self.rule = rule
+        self.field = field
+        self.problem = problem
+        where = source
+        if rule is not None:
+            where += f", rule {rule!r}"
+        if field is not None:
+            where += f", field {field!r}"
+        super().__init__(f"{where}: {problem}")
+
+
+class TraceContextError(GhostError, ValueError):
+    """A W3C trace-context header is invalid and must not be used.
+
+    The message describes the defect but never repeats the header text: a
+    header is attacker-controlled input and may carry anything.
+    """
+
+
+class CanonicalEncodingError(GhostError, ValueError):
+    """A value cannot be put in canonical form (a float in a record, a lone surrogate, ...)."""
+
+
+class ApprovalError(GhostError):
+    """The approval queue was misused: unknown id, second resolution, approver not allowed."""
+
+
+class AuditError(GhostError):
+    """An audit record could not be written; the action it concerns must not run."""
+
+
+class ActionDenied(GhostError):
+    """Raised by `Gate.enforce` when the verdict is ``deny``.
+
+    Attributes:
+        decision: the recorded decision.
+    """
+
+    def __init__(self, decision: Decision) -> None:
+        self.decision = decision
+        super().__init__(f"action denied ({decision.decision_id}): {decision.reason}")
+
+
+class ApprovalPending(GhostError):
+    """Raised by `Gate.enforce` when the verdict is ``pending``.
+
+    Attributes:
+        decision: the recorded decision; resolve it through ``gate.approvals``.
+    """
+
+    def __init__(self, decision: Decision) -> None:
+        self.decision = decision
+        super().__init__(f"action held for approval ({decision.decision_id}): {decision.reason}")

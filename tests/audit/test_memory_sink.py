@@ -1,0 +1,119 @@
+"""MemoryAuditSink: the same chain as the file sink, in memory."""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+import pytest
+
+from audit import AuditEntry, MemoryAuditSink
+from runtime._canonical import canonical_bytes, content_address, sha256_hex
+from runtime._errors import AuditError
+from runtime._sink import AuditSink
+from tests.audit.samples import STAMP_NS, append_decisions, decision, make_run_start
+
+
+def _assert_chain(entries: tuple[AuditEntry, ...]) -> None:
+    previous = None
+    for seq, entry in enumerate(entries):
+        assert entry.record["seq"] == seq
+        assert entry.record["prev_sha256"] == previous
+        assert entry.data == canonical_bytes(entry.record)
+        assert entry.sha256 == sha256_hex(entry.data) == content_address(entry.record)
+        previous = entry.sha256
+
+
+def test_is_an_audit_sink() -> None:
+    assert isinstance(MemoryAuditSink(), AuditSink)
+
+
+def test_chain_and_seal() -> None:
+    with MemoryAuditSink() as sink:
+        run = make_run_start()
+        sink.open_run(run)
+        addresses = append_decisions(sink, 3)
+    assert sink.run is run
+    entries = sink.entries
+    _assert_chain(entries)
+    assert [entry.sha256 for entry in entries[1:-1]] == addresses
+    seal = entries[-1]
+    assert seal.topic == "/seal"
+    assert seal.record["record_count"] == len(entries) - 1 == seal.record["seq"]
+    assert seal.record["head_sha256"] == entries[-2].sha256
+    assert len(sink.records("/decisions")) == 3
+    assert sink.records("/run")[0]["policy_source_sha256"] == run.policy_source_sha256
+
+
+def test_close_is_idempotent_and_refuses_later_records() -> None:
+    sink = MemoryAuditSink()
+    sink.open_run(make_run_start())
+    sink.close()
+    sink.close()
+    assert sink.closed
+    assert [entry.topic for entry in sink.entries] == ["/run", "/seal"]
+    with pytest.raises(AuditError, match="closed"):
+        sink.append("/decisions", decision(STAMP_NS, "x", None))
+    with pytest.raises(AuditError, match="closed"):
+        sink.open_run(make_run_start())
+
+
+def test_close_without_run_writes_nothing() -> None:
+    sink = MemoryAuditSink()
+    sink.close()
+    assert sink.entries == ()
+
+
+def test_misuse() -> None:
+    sink = MemoryAuditSink()
+    with pytest.raises(AuditError, match="before open_run"):
+        sink.append("/decisions", decision(STAMP_NS, "x", None))
+    sink.open_run(make_run_start())
+    with pytest.raises(AuditError, match="already called"):
+        sink.open_run(make_run_start())
+    with pytest.raises(AuditError, match="must have schema"):
+        sink.append("/decisions", {"schema": "ghost.approval/1", "stamp_ns": 1})
+
+
+def test_validation_refuses_a_record_off_its_schema_and_keeps_the_chain() -> None:
+    sink = MemoryAuditSink()
+    sink.open_run(make_run_start())
+    bad = decision(STAMP_NS, "01a22865-5348-7e1b-9d2f-351c74086c5e", None, verdict="maybe")
+    with pytest.raises(AuditError, match=r"\$\.verdict: must be one of"):
+        sink.append("/decisions", bad)
+    assert len(sink.entries) == 1
+    # Without validation the same record is kept: shallow checks only.
+    loose = MemoryAuditSink(validate=False)
+    loose.open_run(make_run_start())
+    loose.append("/decisions", bad)
+    assert loose.records("/decisions")[0]["verdict"] == "maybe"
+
+
+def test_entries_do_not_follow_later_changes_to_the_callers_record() -> None:
+    sink = MemoryAuditSink(validate=False)
+    sink.open_run(make_run_start())
+    record: dict[str, Any] = decision(STAMP_NS, "d", None)
+    sink.append("/decisions", record)
+    record["reason"] = "changed"
+    assert sink.records("/decisions")[0]["reason"] != "changed"
+    with pytest.raises(TypeError):
+        sink.entries[1].record["reason"] = "x"  # type: ignore[index]
+
+
+def test_concurrent_appends_form_one_gapless_chain() -> None:
+    sink = MemoryAuditSink()
+    sink.open_run(make_run_start())
+    barrier = threading.Barrier(8)
+
+    def work() -> None:
+        barrier.wait()
+        append_decisions(sink, 10)
+
+    threads = [threading.Thread(target=work) for _ in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    sink.close()
+    assert len(sink.entries) == 1 + 8 * 21 + 1
+    _assert_chain(sink.entries)

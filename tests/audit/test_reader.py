@@ -1,0 +1,364 @@
+"""read_run on good, foreign, damaged and unreadable files: never a traceback."""
+
+from __future__ import annotations
+
+import os
+import zlib
+from collections.abc import Sequence
+from pathlib import Path
+
+import pytest
+from mcap.reader import make_reader
+from mcap.writer import CompressionType, Writer
+
+from audit import LogFormatError, RunLog, read_run
+from audit._schemas import schema_data
+from tests.audit.samples import write_run
+
+MAGIC = b"\x89MCAP0\r\n"
+
+
+def _write_mcap(
+    path: Path,
+    channels: Sequence[tuple[str, str, str]],
+    messages: Sequence[tuple[int, bytes]],
+    *,
+    chunked: bool = False,
+) -> None:
+    """Write an MCAP file with the mcap Writer: channels are (topic, schema name, encoding)."""
+    with path.open("wb") as stream:
+        writer = Writer(
+            stream,
+            use_chunking=chunked,
+            compression=CompressionType.ZSTD if chunked else CompressionType.NONE,
+        )
+        writer.start()
+        ids = []
+        for topic, schema_name, message_encoding in channels:
+            data = schema_data(schema_name) if schema_name.startswith("ghost.") else b"{}"
+            schema_id = writer.register_schema(schema_name, "jsonschema", data)
+            ids.append(writer.register_channel(topic, message_encoding, schema_id))
+        for seq, (channel_index, data) in enumerate(messages):
+            channel_id = ids[channel_index] if channel_index >= 0 else 99
+            writer.add_message(channel_id, log_time=seq, data=data, publish_time=seq, sequence=seq)
+        writer.finish()
+
+
+GHOST_DECISIONS = ("/decisions", "ghost.decision/1", "json")
+
+
+def _refused(path: Path, match: str) -> LogFormatError:
+    with pytest.raises(LogFormatError, match=match) as raised:
+        read_run(path)
+    assert raised.value.path == path
+    assert str(path) in str(raised.value)
+    assert "not a readable ghost audit log" in str(raised.value)
+    return raised.value
+
+
+def test_missing_file(tmp_path: Path) -> None:
+    _refused(tmp_path / "nope.mcap", "no such file")
+
+
+def test_directory(tmp_path: Path) -> None:
+    _refused(tmp_path, "is a directory")
+
+
+def test_text_file(tmp_path: Path) -> None:
+    path = tmp_path / "notes.txt"
+    path.write_text("these are not the records you are looking for\n")
+    _refused(path, "not an MCAP file")
+
+
+def test_empty_file(tmp_path: Path) -> None:
+    path = tmp_path / "empty.mcap"
+    path.write_bytes(b"")
+    _refused(path, "the file is empty")
+
+
+def test_four_byte_file_cut_inside_the_magic(tmp_path: Path) -> None:
+    path = tmp_path / "cut.mcap"
+    path.write_bytes(MAGIC[:4])
+    _refused(path, "cut inside the MCAP magic: it holds only 4 bytes")
+
+
+def test_four_byte_file_that_is_not_magic(tmp_path: Path) -> None:
+    path = tmp_path / "junk.mcap"
+    path.write_bytes(b"PK\x03\x04")
+    _refused(path, "not an MCAP file")
+
+
+def test_mcap_from_another_program(tmp_path: Path) -> None:
+    path = tmp_path / "robot.mcap"
+    _write_mcap(path, [("/camera", "sensor.Image", "json")], [(0, b"{}")] * 3)
+    error = _refused(path, "not a ghost audit log")
+    assert "/camera" in error.problem
+
+
+def test_ghost_topic_with_a_foreign_schema_is_not_ghost(tmp_path: Path) -> None:
+    path = tmp_path / "lookalike.mcap"
+    _write_mcap(path, [("/decisions", "other.Decision", "json")], [(0, b"{}")])
+    _refused(path, "none of its channels is a ghost topic with a ghost schema")
+
+
+def test_magic_only_reads_as_an_empty_truncated_log(tmp_path: Path) -> None:
+    path = tmp_path / "magic.mcap"
+    path.write_bytes(MAGIC)
+    log = read_run(path)
+    assert log.records == ()
+    assert log.truncated
+    assert log.problems == ()
+
+
+@pytest.mark.parametrize(
+    ("data", "problem"),
+    [
+        (b"not json at all", "not valid JSON"),
+        (b"\xff\xfe{}", "not UTF-8"),
+        (b"[1, 2, 3]", "JSON an array, not an object"),
+        (b'"text"', "JSON a string, not an object"),
+        (b"42", "JSON a number, not an object"),
+        (b"null", "JSON null, not an object"),
+        (b'{"a": 1, "a": 2}', "the key 'a' appears twice"),
+        (b'{"a": NaN}', "NaN is not a JSON number"),
+        (b'{"a": -Infinity}', "-Infinity is not a JSON number"),
+        (b"[" * 200_000 + b"]" * 200_000, "cannot be parsed as JSON (RecursionError)"),
+        (b"1" * 5000, "cannot be parsed as JSON (ValueError)"),
+        (b"", "not valid JSON"),
+    ],
+)
+def test_a_message_that_is_not_a_json_object(tmp_path: Path, data: bytes, problem: str) -> None:
+    path = tmp_path / "run.mcap"
+    _write_mcap(path, [GHOST_DECISIONS], [(0, b'{"schema": "ghost.decision/1"}'), (0, data)])
+    log = read_run(path)
+    assert log.problems == ()
+    good, bad = log.records
+    assert good.record == {"schema": "ghost.decision/1"}
+    assert good.problem is None
+    assert bad.record is None
+    assert bad.problem is not None
+    assert problem in bad.problem
+    assert bad.data == data
+
+
+def test_messages_on_foreign_topics_and_unknown_channels_are_left_out(tmp_path: Path) -> None:
+    path = tmp_path / "mixed.mcap"
+    _write_mcap(
+        path,
+        [GHOST_DECISIONS, ("/camera", "sensor.Image", "json")],
+        [(0, b"{}"), (1, b"{}"), (1, b"{}"), (-1, b"{}")],
+    )
+    log = read_run(path)
+    assert [r.topic for r in log.records] == ["/decisions"]
+    assert log.problems == (
+        "1 message(s) on channel 99, which is never defined, were left out",
+        "2 message(s) on /camera, which is not a ghost topic, were left out",
+    )
+
+
+def test_a_ghost_topic_with_the_wrong_encoding_is_kept_and_reported(tmp_path: Path) -> None:
+    path = tmp_path / "odd.mcap"
+    _write_mcap(path, [GHOST_DECISIONS, ("/approvals", "ghost.approval/1", "cbor")], [(1, b"{}")])
+    log = read_run(path)
+    assert [r.topic for r in log.records] == ["/approvals"]
+    (problem,) = log.problems
+    assert problem == (
+        "channel 2 on /approvals does not carry the ghost.approval/1 JSON schema with JSON messages"
+    )
+
+
+def _flip(path: Path, offset: int) -> None:
+    data = bytearray(path.read_bytes())
+    data[offset] ^= 0x20
+    path.write_bytes(bytes(data))
+
+
+def test_a_corrupt_chunk_costs_only_its_own_records(tmp_path: Path) -> None:
+    path = tmp_path / "run.mcap"
+    write_run(path, durability="chunk")
+    intact = read_run(path).records
+    with path.open("rb") as stream:
+        summary = make_reader(stream).get_summary()
+    assert summary is not None
+    chunks = sorted(summary.chunk_indexes, key=lambda index: index.chunk_start_offset)
+    assert len(chunks) == 2  # the /run chunk (flushed at once), then the rest
+    last = chunks[-1]
+    _flip(path, last.chunk_start_offset + last.chunk_length - 3)  # inside its compressed data
+    log = read_run(path)
+    assert not log.truncated
+    assert f"the chunk at byte {last.chunk_start_offset} is corrupt" in log.problems[0]
+    assert "data section fails its CRC check" in log.problems[1]
+    assert log.records == intact[:1]
+
+
+def test_a_changed_message_byte_fails_the_data_section_crc(tmp_path: Path) -> None:
+    path = tmp_path / "run.mcap"
+    write_run(path)
+    raw = path.read_bytes()
+    offset = raw.index(b"researcher")
+    _flip(path, offset)
+    log = read_run(path)
+    assert any("data section fails its CRC check" in problem for problem in log.problems)
+    assert any(r.record is not None and r.record.get("agent") == "Researcher" for r in log.records)
+
+
+def test_a_changed_attachment_byte_fails_its_crc(tmp_path: Path) -> None:
+    path = tmp_path / "run.mcap"
+    write_run(path)
+    _flip(path, path.read_bytes().index(b'support-agent"\ndefault'))
+    log = read_run(path)
+    assert any("attachment 'policy.toml'" in problem for problem in log.problems)
+
+
+def test_a_changed_summary_byte_fails_the_summary_crc(tmp_path: Path) -> None:
+    path = tmp_path / "run.mcap"
+    write_run(path)
+    raw = path.read_bytes()
+    # The summary repeats the schemas: flip a byte in the last copy.
+    _flip(path, raw.rindex(b"ghost.seal/1") + 2)
+    log = read_run(path)
+    assert "the summary section fails its CRC check" in log.problems
+    assert any("defined twice, differently" in problem for problem in log.problems)
+
+
+def test_bytes_after_the_end_are_reported(tmp_path: Path) -> None:
+    path = tmp_path / "run.mcap"
+    write_run(path)
+    with path.open("ab") as stream:
+        stream.write(b"appended")
+    log = read_run(path)
+    assert not log.truncated
+    assert log.problems[-1].startswith("8 bytes follow the end of the MCAP file")
+
+
+def test_a_damaged_closing_magic_is_a_problem_not_a_cut(tmp_path: Path) -> None:
+    path = tmp_path / "run.mcap"
+    write_run(path)
+    _flip(path, len(path.read_bytes()) - 1)
+    log = read_run(path)
+    assert not log.truncated
+    assert log.problems == (f"the closing MCAP magic at byte {path.stat().st_size - 8} is damaged",)
+
+
+def test_zeros_after_a_crash_read_as_a_cut(tmp_path: Path) -> None:
+    path = tmp_path / "run.mcap"
+    sink = write_run(path, close=False)
+    sink._file.flush()
+    intact = read_run(path).records
+    with path.open("ab") as stream:
+        stream.write(bytes(100))
+    log = read_run(path)
+    sink.close()
+    assert log.truncated
+    assert log.problems == ()
+    assert log.records == intact
+
+
+def test_a_corrupt_record_inside_the_file_is_skipped(tmp_path: Path) -> None:
+    path = tmp_path / "run.mcap"
+    write_run(path)
+    raw = bytearray(path.read_bytes())
+    # The first Channel record (opcode 4): make its topic invalid UTF-8.
+    start = raw.index(b"/run") - 4 - 4  # opcode+length, ids, then the topic's length prefix
+    raw[start + 8] = 0xFF
+    path.write_bytes(bytes(raw))
+    log = read_run(path)
+    assert any("cannot be parsed" in problem and "skipped" in problem for problem in log.problems)
+    # The summary repeats the channel, so no record is lost.
+    assert len(log.records) == 7
+
+
+def test_zlib_crc_of_intact_file_matches_what_the_writer_says(tmp_path: Path) -> None:
+    path = tmp_path / "run.mcap"
+    write_run(path)
+    log: RunLog = read_run(path)
+    assert log.problems == ()
+    assert zlib.crc32(path.read_bytes()) != 0
+
+
+def test_a_removed_data_end_is_reported(tmp_path: Path) -> None:
+    path = tmp_path / "run.mcap"
+    write_run(path)
+    raw = bytearray(path.read_bytes())
+    footer = len(raw) - 8 - 29  # the Footer record: opcode, length, summary_start, ...
+    summary_start = int.from_bytes(raw[footer + 9 : footer + 17], "little")
+    # The DataEnd record sits just before the summary; an unknown opcode hides it.
+    data_end = summary_start - 13
+    assert raw[data_end] == 0x0F
+    raw[data_end] = 0x80
+    path.write_bytes(bytes(raw))
+    log = read_run(path)
+    assert not log.truncated
+    assert any("no DataEnd record" in problem for problem in log.problems)
+
+
+def test_an_altered_length_in_a_finished_file_is_damage_not_a_cut(tmp_path: Path) -> None:
+    path = tmp_path / "run.mcap"
+    write_run(path)
+    raw = bytearray(path.read_bytes())
+    raw[9:17] = (len(raw) * 2).to_bytes(8, "little")  # the Header record's length
+    path.write_bytes(bytes(raw))
+    log = read_run(path)
+    assert not log.truncated
+    assert log.records == ()
+    (problem,) = log.problems
+    assert problem == (
+        "the record at byte 8 runs past the end of the file, yet the file ends with the"
+        " MCAP closing magic: it was altered, not cut, and nothing after that record"
+        " could be read"
+    )
+
+
+def test_unreadable_file_even_as_root(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    path = tmp_path / "run.mcap"
+    write_run(path)
+
+    def denied(self: Path) -> bytes:
+        raise PermissionError(13, "Permission denied")
+
+    monkeypatch.setattr(Path, "read_bytes", denied)
+    _refused(path, "permission denied")
+
+
+def test_other_os_errors_are_reported_with_their_reason(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "run.mcap"
+    write_run(path)
+
+    def broken(self: Path) -> bytes:
+        raise OSError(5, "Input/output error")
+
+    monkeypatch.setattr(Path, "read_bytes", broken)
+    _refused(path, r"cannot be read \(Input/output error\)")
+
+
+def test_a_fifo_is_not_a_regular_file(tmp_path: Path) -> None:
+    path = tmp_path / "pipe.mcap"
+    os.mkfifo(path)
+    _refused(path, "not a regular file")
+
+
+def test_records_on_selects_a_topic(tmp_path: Path) -> None:
+    path = tmp_path / "run.mcap"
+    write_run(path, decisions=3)
+    log = read_run(path)
+    assert [r.topic for r in log.records_on("/decisions")] == ["/decisions"] * 3
+    assert log.records_on("/nowhere") == ()
+
+
+def test_unknown_records_are_skipped_without_losing_anything(tmp_path: Path) -> None:
+    path = tmp_path / "run.mcap"
+    write_run(path)
+    intact = read_run(path)
+    raw = path.read_bytes()
+    attachment = raw.index(b"\x09", raw.index(b"/seal"))  # the first record after the channels
+    unknown = b"\x80" + (3).to_bytes(8, "little") + b"new"  # a future MCAP record type
+    path.write_bytes(raw[:attachment] + unknown + raw[attachment:])
+    log = read_run(path)
+    assert log.records == intact.records
+    assert log.attachments == intact.attachments
+    # The CRCs notice the insertion (it moved every later offset); the attachment's holds.
+    assert len(log.problems) == 2
+    assert "data section fails its CRC check" in log.problems[0]
+    assert log.problems[1] == "the summary section fails its CRC check"

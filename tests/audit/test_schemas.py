@@ -1,0 +1,176 @@
+"""The record schemas: well-formed, closed, and matching what the gate emits."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any
+
+import pytest
+
+from audit import SCHEMAS, TOPICS, MemoryAuditSink, schema_problems
+from audit._schemas import schema_data
+from audit._validate import SUPPORTED_KEYWORDS
+from runtime._canonical import canonical_bytes
+from tests.audit.samples import STAMP_NS, append_decisions, assessment, make_run_start
+
+EXPECTED_FIELDS = {
+    "ghost.run/1": {
+        "run_id", "sdk_version", "host", "pid", "policy_id", "policy_sha256",
+        "policy_source_sha256", "durability", "signing",
+    },
+    "ghost.assessment/1": {
+        "decision_id", "agent", "verb", "resource", "args_sha256", "policy_id",
+        "policy_sha256", "matched_rules", "findings", "narrowings", "errors", "stage_ns",
+        "trace_id", "span_id", "parent_span_id",
+    },
+    "ghost.decision/1": {
+        "decision_id", "verdict", "reason", "matched_policy", "policy_id", "policy_sha256",
+        "assessment_sha256", "trace_id", "span_id", "trace_origin", "latency_ns",
+        "executed_args_sha256",
+    },
+    "ghost.approval/1": {
+        "decision_id", "decision_sha256", "outcome", "approver", "wait_ns", "final_verdict",
+        "executed_args_sha256", "policy_sha256",
+    },
+    "ghost.seal/1": {"record_count", "head_sha256"},
+}  # fmt: skip
+COMMON = {"schema", "seq", "prev_sha256", "stamp_ns"}
+
+
+def _walk(schema: Any) -> list[Mapping[str, Any]]:
+    """Every schema object nested in ``schema`` (itself included)."""
+    found: list[Mapping[str, Any]] = []
+    if isinstance(schema, Mapping):
+        found.append(schema)
+        for key, value in schema.items():
+            if key == "properties":
+                for sub in value.values():
+                    found += _walk(sub)
+            elif key == "items":
+                found += _walk(value)
+            elif key == "anyOf":
+                for sub in value:
+                    found += _walk(sub)
+    return found
+
+
+def test_topics_and_schemas_correspond_one_to_one() -> None:
+    assert dict(TOPICS) == {
+        "/run": "ghost.run/1",
+        "/assessments": "ghost.assessment/1",
+        "/decisions": "ghost.decision/1",
+        "/approvals": "ghost.approval/1",
+        "/seal": "ghost.seal/1",
+    }
+    assert set(TOPICS.values()) == set(SCHEMAS)
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED_FIELDS))
+def test_each_schema_lists_exactly_the_agreed_fields(name: str) -> None:
+    schema = SCHEMAS[name]
+    assert schema["$schema"] == "https://json-schema.org/draft/2020-12/schema"
+    assert schema["title"] == name
+    assert set(schema["properties"]) == EXPECTED_FIELDS[name] | COMMON
+    assert schema["properties"]["schema"] == {"const": name}
+
+
+@pytest.mark.parametrize("name", sorted(SCHEMAS))
+def test_every_object_is_closed_and_requires_all_its_fields(name: str) -> None:
+    for sub in _walk(SCHEMAS[name]):
+        assert set(sub) <= SUPPORTED_KEYWORDS, "the validator would ignore a keyword"
+        if sub.get("type") == "object":
+            assert sub["additionalProperties"] is False
+            assert set(sub["required"]) == set(sub["properties"])
+
+
+@pytest.mark.parametrize("name", sorted(SCHEMAS))
+def test_schema_data_is_the_canonical_json_of_the_schema(name: str) -> None:
+    data = schema_data(name)
+    assert json.loads(data) == json.loads(json.dumps(_thaw(SCHEMAS[name])))
+    assert data == canonical_bytes(SCHEMAS[name])
+
+
+def _thaw(value: Any) -> Any:
+    if isinstance(value, Mapping):
+        return {key: _thaw(item) for key, item in value.items()}
+    if isinstance(value, tuple):
+        return [_thaw(item) for item in value]
+    return value
+
+
+def test_schemas_are_read_only() -> None:
+    with pytest.raises(TypeError):
+        SCHEMAS["ghost.seal/1"]["title"] = "x"  # type: ignore[index]
+
+
+def test_every_record_of_a_run_validates() -> None:
+    with MemoryAuditSink(validate=False) as sink:
+        sink.open_run(make_run_start())
+        append_decisions(sink, 3)
+    assert {entry.topic for entry in sink.entries} == set(TOPICS)
+    for entry in sink.entries:
+        assert schema_problems(entry.record) == (), entry.topic
+
+
+def _full_assessment() -> dict[str, Any]:
+    record = assessment(STAMP_NS, "01a22865-5348-7e1b-9d2f-351c74086c5e")
+    record.update(seq=1, prev_sha256="d" * 64)
+    return record
+
+
+@pytest.mark.parametrize(
+    ("change", "expected"),
+    [
+        ({"extra": 1}, "$: unexpected field 'extra'"),
+        ({"stamp_ns": 1.5}, "$.stamp_ns: expected integer, got a float"),
+        ({"stamp_ns": True}, "$.stamp_ns: expected integer, got a boolean"),
+        ({"seq": -1}, "$.seq: must be at least 0"),
+        ({"trace_id": "4BF92F3577B34DA6A3CE929D0E0E4736"}, "$.trace_id: does not match"),
+        ({"parent_span_id": 7}, "$.parent_span_id: expected string or null, got an integer"),
+        ({"stage_ns": {"policy": 1, "narrow": 2}}, "$.stage_ns: missing field 'scrub'"),
+        ({"matched_rules": [{"id": "r", "effect": "scrub"}]}, "$.matched_rules[0].effect"),
+        ({"narrowings": [{"rule": "r", "kind": "drop", "path": "$"}]}, "$.narrowings[0].kind"),
+        ({"errors": ["ok", 3]}, "$.errors[1]: expected string"),
+        ({"schema": "ghost.assessment/2"}, "$.schema: 'ghost.assessment/2' is not a ghost"),
+    ],
+)
+def test_schema_problems_names_the_path(change: dict[str, Any], expected: str) -> None:
+    record = _full_assessment()
+    record.update(change)
+    problems = schema_problems(record)
+    assert any(problem.startswith(expected) for problem in problems), problems
+
+
+def test_schema_problems_reports_missing_fields() -> None:
+    record = _full_assessment()
+    del record["agent"]
+    assert schema_problems(record) == ("$: missing field 'agent'",)
+
+
+def test_run_signing_is_null_or_a_key() -> None:
+    with MemoryAuditSink() as sink:
+        sink.open_run(make_run_start())
+    run = dict(sink.records("/run")[0])
+    assert run["signing"] is None
+    run["signing"] = {"key_id": "e" * 64, "public_key": "MCowBQYDK2VwAyEA"}
+    assert schema_problems(run) == ()
+    run["signing"] = "yes"
+    assert schema_problems(run) == ("$.signing: a string matches none of the allowed forms",)
+
+
+def test_schema_problems_never_echoes_values() -> None:
+    record = _full_assessment()
+    record["agent"] = ["sk-live-secret"]
+    assert not any("sk-live" in problem for problem in schema_problems(record))
+
+
+def test_record_without_schema_name() -> None:
+    assert schema_problems({"seq": 0}) == ("$.schema: missing, or not a string",)
+
+
+def test_args_sha256_is_null_when_the_arguments_have_no_canonical_form() -> None:
+    record = _full_assessment()
+    record["args_sha256"] = None
+    record["errors"] = ["CanonicalEncodingError"]
+    assert schema_problems(record) == ()

@@ -1,0 +1,279 @@
+"""The ``ghost`` command line, run as a real subprocess: exit codes, streams, files."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from mcap.writer import Writer
+
+from analysis import (
+    ChainStatus,
+    build_decision_trace_report,
+    decode_decision_trace_report_from_json,
+    encode_decision_trace_report_to_bytes,
+)
+from audit import McapAuditSink
+from runtime._canonical import canonical_bytes, sha256_hex
+from runtime._ids import make_uuid7
+from runtime._sink import RunStart
+from tests.audit.mcap_tools import rewrite_mcap
+
+STAMP_NS = 1_767_225_600_000_000_000
+POLICY_SOURCE = b'policy_id = "support-agent"\n'
+GHOST_SCRIPT = Path(sys.executable).parent / "ghost"
+
+
+def ghost(*args: str | Path, cwd: Path, script: bool = False) -> subprocess.CompletedProcess[bytes]:
+    """Run the CLI in a fresh interpreter, as a user would."""
+    command: list[str | Path] = [GHOST_SCRIPT] if script else [sys.executable, "-m", "analysis"]
+    return subprocess.run([*command, *args], cwd=cwd, capture_output=True, timeout=120, check=False)
+
+
+def write_run(path: Path, *, pairs: int = 3) -> list[str]:
+    """Write a sealed run of ``pairs`` assessment + decision records; return the decision ids."""
+    ids: list[str] = []
+    with McapAuditSink(path) as sink:
+        sink.open_run(
+            RunStart(
+                policy_id="support-agent",
+                policy_sha256="a" * 64,
+                policy_source=POLICY_SOURCE,
+                policy_source_name="policy.toml",
+                policy_source_media_type="application/toml",
+                policy_source_sha256=sha256_hex(POLICY_SOURCE),
+                sdk_version="0.1.0",
+                stamp_ns=STAMP_NS,
+            )
+        )
+        for index in range(pairs):
+            stamp = STAMP_NS + (index + 1) * 1_000_000
+            did = make_uuid7(stamp)
+            address = sink.append(
+                "/assessments",
+                {
+                    "schema": "ghost.assessment/1",
+                    "stamp_ns": stamp,
+                    "decision_id": did,
+                    "agent": "researcher",
+                    "verb": "read",
+                    "resource": "file:/data/public/q3.txt",
+                    "args_sha256": "b" * 64,
+                    "policy_id": "support-agent",
+                    "policy_sha256": "a" * 64,
+                    "matched_rules": [{"id": "read-public", "effect": "allow"}],
+                    "findings": [],
+                    "narrowings": [],
+                    "errors": [],
+                    "stage_ns": {"policy": 1, "narrow": 0, "scrub": 2},
+                    "trace_id": "4bf92f3577b34da6a3ce929d0e0e4736",
+                    "span_id": "00f067aa0ba902b7",
+                    "parent_span_id": None,
+                },
+            )
+            sink.append(
+                "/decisions",
+                {
+                    "schema": "ghost.decision/1",
+                    "stamp_ns": stamp + 1,
+                    "decision_id": did,
+                    "verdict": "allow",
+                    "reason": "rule 'read-public' allows it — café",
+                    "matched_policy": "read-public",
+                    "policy_id": "support-agent",
+                    "policy_sha256": "a" * 64,
+                    "assessment_sha256": address,
+                    "trace_id": "4bf92f3577b34da6a3ce929d0e0e4736",
+                    "span_id": "00f067aa0ba902b7",
+                    "trace_origin": "generated",
+                    "latency_ns": 52_000,
+                    "executed_args_sha256": "b" * 64,
+                },
+            )
+            ids.append(did)
+    return ids
+
+
+def assert_one_error_line(result: subprocess.CompletedProcess[bytes], *needles: str) -> None:
+    stderr = result.stderr.decode()
+    assert "Traceback" not in stderr
+    assert stderr.startswith("ghost: error: ")
+    assert stderr.count("\n") == 1, stderr
+    for needle in needles:
+        assert needle in stderr, (needle, stderr)
+    assert result.stdout == b""
+
+
+@pytest.fixture
+def run_file(tmp_path: Path) -> Path:
+    path = tmp_path / "run.mcap"
+    write_run(path)
+    return path
+
+
+# --- success --------------------------------------------------------------------------------
+
+
+def test_trace_decisions_prints_the_canonical_report(run_file: Path, tmp_path: Path) -> None:
+    result = ghost("trace-decisions", "--mcap", run_file, cwd=tmp_path)
+
+    assert result.returncode == 0, result.stderr
+    assert result.stderr == b""
+    report = decode_decision_trace_report_from_json(result.stdout)
+    assert report.verified_count == report.total_decisions == 3
+    assert result.stdout == encode_decision_trace_report_to_bytes(
+        build_decision_trace_report(run_file)
+    )
+    assert "café".encode() in result.stdout
+
+
+def test_the_console_script_runs_the_same_command(run_file: Path, tmp_path: Path) -> None:
+    assert GHOST_SCRIPT.exists(), f"the console script is not installed at {GHOST_SCRIPT}"
+
+    result = ghost("trace-decisions", "--mcap", run_file, cwd=tmp_path, script=True)
+
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == ghost("trace-decisions", "--mcap", run_file, cwd=tmp_path).stdout
+
+
+def test_output_writes_the_bytes_stdout_would_show(run_file: Path, tmp_path: Path) -> None:
+    output = tmp_path / "report.json"
+
+    written = ghost("trace-decisions", "--mcap", run_file, "--output", output, cwd=tmp_path)
+    printed = ghost("trace-decisions", "--mcap", run_file, cwd=tmp_path)
+
+    assert written.returncode == 0, written.stderr
+    assert written.stdout == written.stderr == b""
+    assert output.read_bytes() == printed.stdout
+
+
+def test_relative_paths_are_relative_to_the_working_directory(tmp_path: Path) -> None:
+    write_run(tmp_path / "rel.mcap", pairs=1)
+
+    result = ghost("trace-decisions", "--mcap", "rel.mcap", "--output", "out.json", cwd=tmp_path)
+
+    assert result.returncode == 0, result.stderr
+    assert decode_decision_trace_report_from_json((tmp_path / "out.json").read_bytes())
+
+
+def test_a_broken_chain_is_reported_not_an_error(run_file: Path, tmp_path: Path) -> None:
+    def alter(topic: str, data: bytes) -> bytes:
+        if topic != "/assessments":
+            return data
+        return canonical_bytes({**json.loads(data), "agent": "attacker"})
+
+    tampered = tmp_path / "tampered.mcap"
+    rewrite_mcap(run_file, tampered, alter)
+
+    result = ghost("trace-decisions", "--mcap", tampered, cwd=tmp_path)
+
+    assert result.returncode == 0, result.stderr
+    report = decode_decision_trace_report_from_json(result.stdout)
+    assert report.broken_count == 3
+    assert {record.chain_status for record in report.records} == {ChainStatus.BROKEN}
+
+
+def test_a_truncated_run_is_reported(run_file: Path, tmp_path: Path) -> None:
+    data = run_file.read_bytes()
+    cut = tmp_path / "cut.mcap"
+    cut.write_bytes(data[: len(data) * 2 // 3])
+
+    result = ghost("trace-decisions", "--mcap", cut, cwd=tmp_path)
+
+    assert result.returncode == 0, result.stderr
+    assert decode_decision_trace_report_from_json(result.stdout).truncated is True
+
+
+def test_version_and_help(tmp_path: Path) -> None:
+    version = ghost("--version", cwd=tmp_path)
+    assert version.returncode == 0
+    assert version.stdout.decode().startswith("ghost ")
+
+    for args in (["--help"], ["trace-decisions", "--help"]):
+        result = ghost(*args, cwd=tmp_path)
+        assert result.returncode == 0
+        assert b"usage: ghost" in result.stdout
+
+
+# --- exit 1: unreadable input, unwritable output ---------------------------------------------
+
+
+def test_a_missing_file_exits_1(tmp_path: Path) -> None:
+    missing = tmp_path / "nope.mcap"
+
+    result = ghost("trace-decisions", "--mcap", missing, cwd=tmp_path)
+
+    assert result.returncode == 1
+    assert_one_error_line(result, str(missing), "no such file")
+
+
+def test_a_text_file_exits_1(tmp_path: Path) -> None:
+    text = tmp_path / "notes.txt"
+    text.write_text("this is not an MCAP file\n")
+
+    result = ghost("trace-decisions", "--mcap", text, cwd=tmp_path)
+
+    assert result.returncode == 1
+    assert_one_error_line(result, str(text), "not an MCAP file")
+
+
+def test_a_directory_exits_1(tmp_path: Path) -> None:
+    result = ghost("trace-decisions", "--mcap", tmp_path, cwd=tmp_path)
+
+    assert result.returncode == 1
+    assert_one_error_line(result, str(tmp_path), "directory")
+
+
+def test_an_mcap_file_from_another_program_exits_1(tmp_path: Path) -> None:
+    foreign = tmp_path / "camera.mcap"
+    with foreign.open("wb") as stream:
+        writer = Writer(stream)
+        writer.start(profile="", library="someone else")
+        schema = writer.register_schema("Image", "jsonschema", b'{"type": "object"}')
+        channel = writer.register_channel("/camera", "json", schema)
+        writer.add_message(channel, log_time=1, data=b'{"pixels": []}', publish_time=1)
+        writer.finish()
+
+    result = ghost("trace-decisions", "--mcap", foreign, cwd=tmp_path)
+
+    assert result.returncode == 1
+    assert_one_error_line(result, str(foreign), "not a ghost audit log")
+
+
+@pytest.mark.parametrize("where", ["missing_dir", "directory"])
+def test_an_unwritable_output_exits_1(run_file: Path, tmp_path: Path, where: str) -> None:
+    output = (
+        tmp_path / "no" / "such" / "dir" / "report.json" if where == "missing_dir" else tmp_path
+    )
+
+    result = ghost("trace-decisions", "--mcap", run_file, "--output", output, cwd=tmp_path)
+
+    assert result.returncode == 1
+    assert_one_error_line(result, f"cannot write {output}")
+
+
+# --- exit 2: usage ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        [],
+        ["trace-decisions"],
+        ["trace-decisions", "--mcap"],
+        ["frobnicate"],
+        ["trace-decisions", "--mcap", "x.mcap", "--colour", "blue"],
+    ],
+    ids=["no-args", "missing-mcap", "mcap-without-value", "unknown-command", "unknown-option"],
+)
+def test_usage_errors_exit_2(tmp_path: Path, args: list[str]) -> None:
+    result = ghost(*args, cwd=tmp_path)
+
+    assert result.returncode == 2
+    stderr = result.stderr.decode()
+    assert "usage: ghost" in stderr
+    assert "Traceback" not in stderr
+    assert result.stdout == b""

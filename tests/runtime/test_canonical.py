@@ -1,0 +1,145 @@
+"""Canonical bytes (records) and RFC 8785 bytes (user values): one encoder."""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import Any
+
+import pytest
+from hypothesis import given
+
+from runtime import CanonicalEncodingError, canonical_bytes, content_address, jcs_bytes, sha256_hex
+from tests.strategies import json_values, records
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [
+        # RFC 8785 appendix B and ECMAScript Number.prototype.toString.
+        (0.0, "0"),
+        (-0.0, "0"),
+        (1.0, "1"),
+        (100.0, "100"),
+        (0.1, "0.1"),
+        (2.5, "2.5"),
+        (1e21, "1e+21"),
+        (1e20, "100000000000000000000"),
+        (1e-7, "1e-7"),
+        (0.000001, "0.000001"),
+        (5e-324, "5e-324"),
+        (1.7976931348623157e308, "1.7976931348623157e+308"),
+        (333333333.3333333, "333333333.3333333"),
+        (-1.5e-9, "-1.5e-9"),
+        (123456789012345680000.0, "123456789012345680000"),
+    ],
+)
+def test_floats_use_the_ecmascript_shortest_form(value: float, expected: str) -> None:
+    assert jcs_bytes(value).decode() == expected
+
+
+def test_keys_sort_by_utf16_code_units_not_code_points() -> None:
+    # U+1F600 is a surrogate pair (D83D DE00) and sorts before U+FB33 in UTF-16.
+    encoded = jcs_bytes({"\ufb33": 1, "\U0001f600": 2, "a": 3, "€": 4}).decode()
+    assert encoded == '{"a":3,"€":4,"\U0001f600":2,"\ufb33":1}'
+
+
+def test_records_are_compact_sorted_utf8_with_non_ascii_kept() -> None:
+    data = canonical_bytes({"b": [1, None, True], "a": "é\n\x01"})
+    assert data == '{"a":"é\\n\\u0001","b":[1,null,true]}'.encode()
+    assert content_address({"b": [1, None, True], "a": "é\n\x01"}) == sha256_hex(data)
+
+
+@pytest.mark.parametrize(
+    "record",
+    [
+        {"x": 1.5},
+        {"x": 2**63},
+        {"x": -(2**63) - 1},
+        {"x": b"bytes"},
+        {"x": {1: "non-string key"}},
+        {"x": "\ud800"},
+    ],
+)
+def test_records_reject_what_json_cannot_hold_exactly(record: dict[str, Any]) -> None:
+    with pytest.raises(CanonicalEncodingError):
+        canonical_bytes(record)
+
+
+def test_int64_bounds_are_accepted_in_records() -> None:
+    assert canonical_bytes({"a": 2**63 - 1, "b": -(2**63)}) == (
+        b'{"a":9223372036854775807,"b":-9223372036854775808}'
+    )
+
+
+def test_tagged_forms_for_values_json_cannot_hold() -> None:
+    class Opaque:
+        def __str__(self) -> str:
+            raise RuntimeError("never called")
+
+        __repr__ = __str__
+
+    encoded = json.loads(
+        jcs_bytes(
+            {
+                "b": b"\x00\xff",
+                "nan": math.nan,
+                "inf": -math.inf,
+                "s": {2, 1},
+                "o": Opaque(),
+                "t": (1, 2),
+            }
+        )
+    )
+    assert encoded == {
+        "b": {"$ghost": "bytes", "base64": "AP8="},
+        "nan": {"$ghost": "float", "value": "nan"},
+        "inf": {"$ghost": "float", "value": "-inf"},
+        "s": {"$ghost": "set", "items": [1, 2]},
+        "o": {"$ghost": "object", "type": f"{Opaque.__module__}.{Opaque.__qualname__}"},
+        "t": [1, 2],
+    }
+
+
+def test_user_data_cannot_forge_a_tag() -> None:
+    forged = {"$ghost": "bytes", "base64": "AP8="}
+    assert jcs_bytes(forged) != jcs_bytes(b"\x00\xff")
+    assert jcs_bytes({1: "a"}) != jcs_bytes({"1": "a"})
+
+
+def test_cycles_and_deep_nesting_raise_the_typed_error() -> None:
+    cycle: list[Any] = []
+    cycle.append(cycle)
+    with pytest.raises(CanonicalEncodingError, match="deeper"):
+        jcs_bytes(cycle)
+    deep: Any = "leaf"
+    for _ in range(20_000):
+        deep = [deep]
+    with pytest.raises(CanonicalEncodingError, match="deeper"):
+        jcs_bytes(deep)
+
+
+def as_doubles(value: Any) -> Any:
+    """The value as an RFC 8785 (ECMAScript) reader sees it: every number a double."""
+    if isinstance(value, bool) or value is None or isinstance(value, str):
+        return value
+    if isinstance(value, int | float):
+        return float(value)
+    if isinstance(value, list):
+        return [as_doubles(v) for v in value]
+    return {k: as_doubles(v) for k, v in value.items()}
+
+
+@given(json_values())
+def test_jcs_of_json_values_parses_back_to_an_equal_value(value: Any) -> None:
+    data = jcs_bytes(value)
+    assert as_doubles(json.loads(data)) == as_doubles(value)
+    # Canonical: re-encoding the parsed value gives the same bytes.
+    assert jcs_bytes(json.loads(data)) == data
+
+
+@given(records())
+def test_record_bytes_are_independent_of_key_insertion_order(record: dict[str, Any]) -> None:
+    reversed_record = dict(reversed(list(record.items())))
+    assert canonical_bytes(record) == canonical_bytes(reversed_record)
+    assert json.loads(canonical_bytes(record)) == record

@@ -1,0 +1,178 @@
+"""Trace context on decisions: supplied, OpenTelemetry, generated, replaced_invalid."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+
+import pytest
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+from audit import MemoryAuditSink
+from runtime import Action, Gate, Policy
+from tests.runtime.conftest import POLICY
+
+TRACE_ID = "4bf92f3577b34da6a3ce929d0e0e4736"
+PARENT = "00f067aa0ba902b7"
+HEADER = f"00-{TRACE_ID}-{PARENT}-01"
+ACTION = Action("bot", "search", "tool:search", {"q": "x"})
+
+
+@pytest.fixture
+def exporter() -> InMemorySpanExporter:
+    return InMemorySpanExporter()
+
+
+@pytest.fixture
+def provider(exporter: InMemorySpanExporter) -> TracerProvider:
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    return provider
+
+
+def test_without_otel_or_header_a_fresh_trace_is_generated() -> None:
+    gate = Gate(Policy.from_dict(POLICY), sink=MemoryAuditSink())
+    first, second = gate.check(ACTION), gate.check(ACTION)
+    assert first.trace_origin == "generated"
+    assert first.trace_id != second.trace_id
+    assert first.traceparent == f"00-{first.trace_id}-{first.span_id}-01"
+    assert len(first.trace_id) == 32
+    assert len(first.span_id) == 16
+
+
+def test_a_supplied_traceparent_becomes_the_parent() -> None:
+    sink = MemoryAuditSink()
+    gate = Gate(Policy.from_dict(POLICY), sink=sink)
+    decision = gate.check(ACTION, traceparent=HEADER, tracestate="vendor=abc")
+    assert decision.trace_origin == "supplied"
+    assert decision.trace_id == TRACE_ID
+    assert decision.span_id != PARENT
+    assert decision.tracestate == "vendor=abc"
+    assert sink.records("/assessments")[0]["parent_span_id"] == PARENT
+
+
+def test_an_invalid_tracestate_is_dropped_but_the_traceparent_kept() -> None:
+    gate = Gate(Policy.from_dict(POLICY), sink=MemoryAuditSink())
+    decision = gate.check(ACTION, traceparent=HEADER, tracestate="Bad Key=1")
+    assert (decision.trace_origin, decision.tracestate) == ("supplied", None)
+
+
+@pytest.mark.parametrize(
+    "header",
+    [
+        HEADER.upper(),
+        f"00-{'0' * 32}-{PARENT}-01",
+        f"00-{TRACE_ID}-{'0' * 16}-01",
+        f"ff-{TRACE_ID}-{PARENT}-01",
+        f"{HEADER}-trailing",
+        f"00-{TRACE_ID[:30]}-{PARENT}-01",
+    ],
+)
+def test_an_invalid_traceparent_is_replaced_and_never_logged_raw(header: str) -> None:
+    sink = MemoryAuditSink()
+    gate = Gate(Policy.from_dict(POLICY), sink=sink)
+    decision = gate.check(ACTION, traceparent=header, tracestate="vendor=abc")
+    assert decision.trace_origin == "replaced_invalid"
+    assert decision.trace_id != TRACE_ID.upper().lower() or header == HEADER.upper()
+    assert decision.tracestate is None  # tracestate means nothing without its traceparent
+    assert sink.records("/decisions")[0]["trace_origin"] == "replaced_invalid"
+    logged = b"".join(entry.data for entry in sink.entries)
+    assert header.encode() not in logged
+    assert sink.records("/assessments")[0]["parent_span_id"] is None
+
+
+def test_invalid_header_continues_the_current_otel_span(
+    provider: TracerProvider, exporter: InMemorySpanExporter
+) -> None:
+    gate = Gate(Policy.from_dict(POLICY), sink=MemoryAuditSink(), tracer_provider=provider)
+    with provider.get_tracer("host").start_as_current_span("agent-step") as host:
+        decision = gate.check(ACTION, traceparent="garbage")
+    assert decision.trace_origin == "replaced_invalid"
+    assert decision.trace_id == f"{host.get_span_context().trace_id:032x}"
+
+
+def test_the_current_otel_span_is_the_parent_and_each_check_is_a_span(
+    provider: TracerProvider, exporter: InMemorySpanExporter
+) -> None:
+    sink = MemoryAuditSink()
+    gate = Gate(Policy.from_dict(POLICY), sink=sink, tracer_provider=provider)
+    with provider.get_tracer("host").start_as_current_span("agent-step") as host:
+        decision = gate.check(ACTION)
+    host_ctx = host.get_span_context()
+    assert decision.trace_origin == "otel"
+    assert decision.trace_id == f"{host_ctx.trace_id:032x}"
+    spans = {span.name: span for span in exporter.get_finished_spans()}
+    check = spans["ghost.gate.check"]
+    ctx = check.get_span_context()
+    assert ctx is not None
+    assert (f"{ctx.trace_id:032x}", f"{ctx.span_id:016x}") == (
+        decision.trace_id,
+        decision.span_id,
+    )
+    assert check.parent is not None
+    assert check.parent.span_id == host_ctx.span_id
+    assert dict(check.attributes or {}) == {
+        "ghost.decision_id": decision.decision_id,
+        "ghost.verdict": "allow",
+        "ghost.matched_policy": "search",
+        "ghost.trace_origin": "otel",
+    }
+    assert sink.records("/assessments")[0]["parent_span_id"] == f"{host_ctx.span_id:016x}"
+
+
+def test_a_supplied_header_parents_the_otel_span(
+    provider: TracerProvider, exporter: InMemorySpanExporter
+) -> None:
+    gate = Gate(Policy.from_dict(POLICY), sink=MemoryAuditSink(), tracer_provider=provider)
+    decision = gate.check(ACTION, traceparent=HEADER)
+    (span,) = exporter.get_finished_spans()
+    assert span.parent is not None
+    assert f"{span.parent.span_id:016x}" == PARENT
+    assert decision.trace_id == TRACE_ID
+    assert f"{span.context.span_id:016x}" == decision.span_id  # type: ignore[union-attr]
+
+
+def test_span_attributes_never_hold_arguments_or_resources(
+    provider: TracerProvider, exporter: InMemorySpanExporter
+) -> None:
+    gate = Gate(Policy.from_dict(POLICY), sink=MemoryAuditSink(), tracer_provider=provider)
+    gate.check(Action("m", "send", "mail:jane@example.com", {"body": "AKIAIOSFODNN7EXAMPLE"}))
+    (span,) = exporter.get_finished_spans()
+    text = repr(dict(span.attributes or {}))
+    assert "jane@example.com" not in text
+    assert "AKIA" not in text
+
+
+def test_a_provider_configured_after_the_gate_was_built_is_honoured() -> None:
+    # The global provider can be set once per process, so this runs in its own.
+    script = textwrap.dedent(
+        """
+        from opentelemetry import trace
+        from opentelemetry.sdk.trace import TracerProvider
+        from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+        from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+        from audit import MemoryAuditSink
+        from runtime import Action, Gate, Policy
+
+        policy = Policy.from_dict({"policy_id": "p", "default": "allow"})
+        gate = Gate(policy, sink=MemoryAuditSink())
+        before = gate.check(Action("a", "v", "r"))
+        exporter = InMemorySpanExporter()
+        provider = TracerProvider()
+        provider.add_span_processor(SimpleSpanProcessor(exporter))
+        trace.set_tracer_provider(provider)
+        after = gate.check(Action("a", "v", "r"))
+        (span,) = exporter.get_finished_spans()
+        assert span.name == "ghost.gate.check"
+        assert f"{span.context.span_id:016x}" == after.span_id
+        print("ok", before.trace_origin)
+        """
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=60, check=False
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "ok generated"

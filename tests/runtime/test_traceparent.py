@@ -1,0 +1,116 @@
+"""Strict W3C traceparent / tracestate parsing."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from runtime import TraceContextError, parse_traceparent, parse_tracestate
+
+TRACE_ID = "4bf92f3577b34da6a3ce929d0e0e4736"
+SPAN_ID = "00f067aa0ba902b7"
+VALID = f"00-{TRACE_ID}-{SPAN_ID}-01"
+
+
+def test_valid_header_parses_to_its_fields() -> None:
+    parsed = parse_traceparent(VALID)
+    assert (parsed.trace_id, parsed.span_id, parsed.trace_flags, parsed.version) == (
+        TRACE_ID,
+        SPAN_ID,
+        1,
+        0,
+    )
+    assert parsed.sampled
+    assert parsed.header() == VALID
+
+
+def test_http_whitespace_is_trimmed() -> None:
+    assert parse_traceparent(f" \t{VALID}\t ").header() == VALID
+
+
+def test_future_version_is_accepted_and_reemitted_as_00() -> None:
+    parsed = parse_traceparent(f"cc-{TRACE_ID}-{SPAN_ID}-01-what-the-future-holds")
+    assert parsed.version == 0xCC
+    assert parsed.header() == VALID
+
+
+@pytest.mark.parametrize(
+    ("header", "why"),
+    [
+        (VALID.upper(), "lowercase"),
+        (f"00-{TRACE_ID.upper()}-{SPAN_ID}-01", "lowercase"),
+        (f"00-{'0' * 32}-{SPAN_ID}-01", "trace-id is all zeros"),
+        (f"00-{TRACE_ID}-{'0' * 16}-01", "parent-id is all zeros"),
+        (f"ff-{TRACE_ID}-{SPAN_ID}-01", "version ff"),
+        (f"{VALID}-extra", "data after the flags"),
+        (f"{VALID}0", "data after the flags"),
+        (f"00-{TRACE_ID[:-1]}-{SPAN_ID}-01", "lowercase hex"),
+        (f"00-{TRACE_ID}0-{SPAN_ID}-01", "lowercase hex"),
+        (f"00-{TRACE_ID}-{SPAN_ID[:-1]}-01", "lowercase hex"),
+        (f"00-{TRACE_ID}-{SPAN_ID}-1", "lowercase hex"),
+        (f"0-{TRACE_ID}-{SPAN_ID}-01", "lowercase hex"),
+        (f"cc-{TRACE_ID}-{SPAN_ID}-01x", "lacks a '-'"),
+        ("", "lowercase hex"),
+        ("00-xyz", "lowercase hex"),
+        ("x" * 10_000, "longer than"),
+    ],
+)
+def test_invalid_headers_are_rejected_without_echoing_them(header: str, why: str) -> None:
+    with pytest.raises(TraceContextError, match=why) as info:
+        parse_traceparent(header)
+    assert header.strip() not in str(info.value) or not header.strip()
+
+
+def test_non_string_is_rejected() -> None:
+    with pytest.raises(TraceContextError, match="must be a string"):
+        parse_traceparent(b"00-...")  # type: ignore[arg-type]
+
+
+@given(st.text(max_size=80))
+def test_arbitrary_text_parses_or_raises_the_typed_error(text: str) -> None:
+    try:
+        parsed = parse_traceparent(text)
+    except TraceContextError:
+        return
+    # Anything accepted round-trips to a canonical, strictly valid header.
+    assert parse_traceparent(parsed.header()) == parsed.__class__(
+        parsed.trace_id, parsed.span_id, parsed.trace_flags, 0
+    )
+
+
+@given(
+    st.from_regex(r"[0-9a-f]{32}", fullmatch=True).filter(lambda s: s != "0" * 32),
+    st.from_regex(r"[0-9a-f]{16}", fullmatch=True).filter(lambda s: s != "0" * 16),
+    st.integers(0, 255),
+)
+def test_every_well_formed_header_round_trips(trace_id: str, span_id: str, flags: int) -> None:
+    header = f"00-{trace_id}-{span_id}-{flags:02x}"
+    assert parse_traceparent(header).header() == header
+
+
+def test_tracestate_members_in_order_with_empty_members_skipped() -> None:
+    assert parse_tracestate("rojo=00f067aa0ba902b7, ,congo=t61rcWkgMzE,tenant@vendor=x") == [
+        ("rojo", "00f067aa0ba902b7"),
+        ("congo", "t61rcWkgMzE"),
+        ("tenant@vendor", "x"),
+    ]
+
+
+@pytest.mark.parametrize(
+    ("header", "why"),
+    [
+        ("Rojo=1", "invalid key"),
+        ("rojo", "invalid key"),
+        ("rojo=1,rojo=2", "repeats a key"),
+        ("rojo=a,b", "invalid key"),
+        ("rojo=", "invalid value"),
+        ("rojo=café", "invalid value"),
+        ("rojo=a=b", "invalid value"),
+        (",".join(f"k{i}=v" for i in range(33)), "at most 32"),
+        ("k=" + "v" * 10_000, "longer than"),
+    ],
+)
+def test_tracestate_that_must_be_dropped_raises(header: str, why: str) -> None:
+    with pytest.raises(TraceContextError, match=why):
+        parse_tracestate(header)

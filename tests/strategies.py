@@ -1,0 +1,265 @@
+"""Hypothesis strategies shared by the test suites (one file, as attrs keeps them).
+
+Append new strategies; other suites import from here.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+
+from hypothesis import strategies as st
+
+from analysis import (
+    ANALYSIS_VERSION,
+    ChainStatus,
+    DecisionTraceRecord,
+    DecisionTraceReport,
+)
+from runtime._verdict import RuntimeVerdict
+
+# --- analysis: decision trace reports -------------------------------------------------
+
+sha256_hexes = st.text(alphabet="0123456789abcdef", min_size=64, max_size=64)
+"""Lowercase hex SHA-256 digests."""
+
+_INT64 = st.integers(min_value=-(2**63), max_value=2**63 - 1)
+_NANOS = st.integers(min_value=0, max_value=2**63 - 1)
+# Non-ASCII included on purpose: the report keeps it as is (ensure_ascii=False).
+_TEXT = st.text(max_size=20)
+
+
+@st.composite
+def decision_trace_records(draw: st.DrawFn) -> DecisionTraceRecord:
+    """A `DecisionTraceRecord` whose status agrees with its two hashes."""
+    status = draw(st.sampled_from(ChainStatus))
+    claimed: str | None
+    recomputed: str | None
+    if status is ChainStatus.VERIFIED:
+        claimed = recomputed = draw(sha256_hexes)
+    elif status is ChainStatus.BROKEN:
+        recomputed = draw(sha256_hexes)
+        # A claim is whatever the log said: usually a digest, sometimes junk.
+        claimed = draw(st.one_of(sha256_hexes, _TEXT).filter(lambda text: text != recomputed))
+    elif status is ChainStatus.ASSESSMENT_MISSING:
+        claimed, recomputed = draw(st.one_of(sha256_hexes, _TEXT)), None
+    else:
+        claimed = recomputed = None
+    return DecisionTraceRecord(
+        timestamp_ns=draw(_INT64),
+        decision_kind=draw(st.sampled_from(RuntimeVerdict)),
+        decision_reason=draw(_TEXT),
+        policy_id=draw(st.sampled_from(["support-agent", "ops", "política-ñ", ""])),
+        claimed_assessment_sha256=claimed,
+        recomputed_assessment_sha256=recomputed,
+        chain_status=status,
+        analysis_version=ANALYSIS_VERSION,
+        decision_id=draw(st.uuids().map(str)),
+        matched_policy=draw(st.none() | _TEXT),
+        trace_id=draw(st.text(alphabet="0123456789abcdef", min_size=32, max_size=32)),
+        latency_ns=draw(_NANOS),
+    )
+
+
+@st.composite
+def decision_trace_reports(draw: st.DrawFn) -> DecisionTraceReport:
+    """A `DecisionTraceReport` whose counts and timestamps agree with its records."""
+    records = tuple(draw(st.lists(decision_trace_records(), max_size=8)))
+    statuses = Counter(record.chain_status for record in records)
+    stamps = [record.timestamp_ns for record in records]
+    first = min(stamps) if stamps else None
+    last = max(stamps) if stamps else None
+    return DecisionTraceReport(
+        source_mcap_sha256=draw(sha256_hexes),
+        total_decisions=len(records),
+        verified_count=statuses[ChainStatus.VERIFIED],
+        broken_count=statuses[ChainStatus.BROKEN],
+        assessment_missing_count=statuses[ChainStatus.ASSESSMENT_MISSING],
+        no_assessment_claimed_count=statuses[ChainStatus.NO_ASSESSMENT_CLAIMED],
+        per_decision_kind_counts=Counter(record.decision_kind.value for record in records),
+        per_policy_id_counts=Counter(record.policy_id for record in records),
+        timestamp_first_ns=first,
+        timestamp_last_ns=last,
+        timestamp_span_ns=None if first is None or last is None else last - first,
+        records=records,
+        analysis_version=ANALYSIS_VERSION,
+        duplicate_assessment_count=draw(st.integers(min_value=0, max_value=5)),
+        truncated=draw(st.booleans()),
+        problems=tuple(draw(st.lists(_TEXT, max_size=3))),
+    )
+
+
+# --- runtime: JSON values and records ------------------------------------------------
+
+
+def json_values(*, floats: bool = True) -> st.SearchStrategy[object]:
+    """JSON-representable values: what a tool's arguments usually are."""
+    scalars = st.one_of(
+        st.none(),
+        st.booleans(),
+        st.integers(min_value=-(2**63), max_value=2**63 - 1),
+        st.text(max_size=20),
+        *([st.floats(allow_nan=False, allow_infinity=False)] if floats else []),
+    )
+    return st.recursive(
+        scalars,
+        lambda children: st.one_of(
+            st.lists(children, max_size=4),
+            st.dictionaries(st.text(max_size=8), children, max_size=4),
+        ),
+        max_leaves=20,
+    )
+
+
+def records() -> st.SearchStrategy[dict[str, object]]:
+    """Audit-record-shaped objects: string keys, no floats."""
+    return st.dictionaries(st.text(max_size=8), json_values(floats=False), max_size=6)
+
+
+# --- runtime: secrets for the scrubber -----------------------------------------------
+
+_UPPER_DIGITS = "ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
+_ALNUM = "abcdefghijklmnopqrstuvwxyz" + _UPPER_DIGITS
+_B64URL_CHARS = _ALNUM + "_-"
+
+
+def _luhn_check_digit(payload: str) -> str:
+    total = 0
+    for index, char in enumerate(reversed(payload)):
+        value = int(char)
+        if index % 2 == 0:  # doubled: the check digit will sit to the right
+            value = value * 2 - 9 if value > 4 else value * 2
+        total += value
+    return str(-total % 10)
+
+
+def _iban_check_digits(country: str, bban: str) -> str:
+    rearranged = bban + country + "00"
+    remainder = int("".join(str(int(char, 36)) for char in rearranged)) % 97
+    return f"{98 - remainder:02d}"
+
+
+def _chunks(text: str, sep: str) -> str:
+    return sep.join(text[i : i + 4] for i in range(0, len(text), 4))
+
+
+@st.composite
+def scrubber_secrets(draw: st.DrawFn) -> tuple[str, str, str]:
+    """``(detector, text, secret)``: text to embed, and the part the scrubber must remove.
+
+    Format-valid, obviously fake values for every detector (random bodies, valid
+    checksums), each as a standalone token that ends at a word boundary.
+    """
+    kind = draw(st.sampled_from(sorted(_SECRET_MAKERS)))
+    text, secret = draw(_SECRET_MAKERS[kind])
+    return kind, text, secret
+
+
+def _same(strategy: st.SearchStrategy[str]) -> st.SearchStrategy[tuple[str, str]]:
+    return strategy.map(lambda text: (text, text))
+
+
+def _fixed(alphabet: str, size: int) -> st.SearchStrategy[str]:
+    return st.text(alphabet=alphabet, min_size=size, max_size=size)
+
+
+@st.composite
+def _card(draw: st.DrawFn) -> tuple[str, str]:
+    payload = draw(st.sampled_from("23456")) + draw(_fixed("0123456789", 14))
+    number = payload + _luhn_check_digit(payload)
+    text = _chunks(number, draw(st.sampled_from(["", " ", "-"])))
+    return text, text
+
+
+@st.composite
+def _iban(draw: st.DrawFn) -> tuple[str, str]:
+    country, size = draw(st.sampled_from([("GB", 18), ("DE", 18), ("FR", 23), ("NO", 11)]))
+    bban = draw(_fixed(_UPPER_DIGITS, size))
+    compact = country + _iban_check_digits(country, bban) + bban
+    text = compact if draw(st.booleans()) else _chunks(compact, " ")
+    return text, text
+
+
+@st.composite
+def _ssn(draw: st.DrawFn) -> tuple[str, str]:
+    area = draw(st.integers(1, 899).filter(lambda n: n != 666))
+    group, serial = draw(st.integers(1, 99)), draw(st.integers(1, 9999))
+    text = f"{area:03d}-{group:02d}-{serial:04d}"
+    return text, text
+
+
+@st.composite
+def _phone(draw: st.DrawFn) -> tuple[str, str]:
+    digits = st.text(alphabet="0123456789", min_size=3, max_size=3)
+    cc = draw(st.integers(1, 99))
+    text = f"+{cc} {draw(digits)} {draw(digits)} {draw(digits)}{draw(digits)[:1]}"
+    return text, text
+
+
+@st.composite
+def _bearer(draw: st.DrawFn) -> tuple[str, str]:
+    token = draw(_fixed(_B64URL_CHARS + "._~+/", 24)) + draw(_fixed("0123456789", 2))
+    return f"Bearer {token}", token
+
+
+@st.composite
+def _url_credentials(draw: st.DrawFn) -> tuple[str, str]:
+    # Lower-case user names: "D:u" of a "[REDACTED:url_credentials]" marker must not
+    # look like a surviving "user:password".
+    user = draw(st.text(alphabet="abcdefghijklmnopqrstuvwxyz0123456789", min_size=1, max_size=8))
+    password = draw(st.text(alphabet=_ALNUM + "!$%*@", min_size=1, max_size=12))
+    return f"postgres://{user}:{password}@db.example.com/app", f"{user}:{password}"
+
+
+@st.composite
+def _email(draw: st.DrawFn) -> tuple[str, str]:
+    local = draw(st.text(alphabet=_ALNUM + "._+-", min_size=1, max_size=12))
+    domain = draw(st.text(alphabet=_ALNUM, min_size=1, max_size=10))
+    tld = draw(st.sampled_from(["com", "org", "co.uk", "example"]))
+    text = f"{local}@{domain}.{tld}"
+    return text, text
+
+
+@st.composite
+def _private_key(draw: st.DrawFn) -> tuple[str, str]:
+    kind = draw(st.sampled_from(["RSA ", "EC ", "OPENSSH ", "ENCRYPTED ", ""]))
+    lines = draw(st.lists(_fixed(_ALNUM + "+/", 64), min_size=1, max_size=4))
+    body = "\n".join(lines)
+    text = f"-----BEGIN {kind}PRIVATE KEY-----\n{body}==\n-----END {kind}PRIVATE KEY-----"
+    return text, text
+
+
+@st.composite
+def _jwt(draw: st.DrawFn) -> tuple[str, str]:
+    parts = [draw(st.text(alphabet=_B64URL_CHARS, min_size=10, max_size=40)) for _ in range(3)]
+    text = f"eyJ{parts[0]}.eyJ{parts[1]}.{parts[2]}"
+    return text, text
+
+
+@st.composite
+def _openai(draw: st.DrawFn) -> tuple[str, str]:
+    body = draw(_fixed(_B64URL_CHARS, 40))
+    text = "sk-" + draw(st.sampled_from(["", "proj-", "svcacct-"])) + "a1" + body
+    return text, text
+
+
+_SECRET_MAKERS: dict[str, st.SearchStrategy[tuple[str, str]]] = {
+    "aws_access_key_id": _same(
+        st.sampled_from(["AKIA", "ASIA"]).flatmap(
+            lambda p: _fixed(_UPPER_DIGITS, 16).map(p.__add__)
+        )
+    ),
+    "github_token": _same(_fixed(_ALNUM, 36).map("ghp_".__add__)),
+    "slack_token": _same(_fixed(_ALNUM, 24).map("xoxb-1234567890-".__add__)),
+    "openai_api_key": _openai(),
+    "google_api_key": _same(_fixed(_B64URL_CHARS, 35).map("AIza".__add__)),
+    "stripe_key": _same(_fixed(_ALNUM, 24).map("sk_live_".__add__)),
+    "private_key": _private_key(),
+    "jwt": _jwt(),
+    "bearer_token": _bearer(),
+    "url_credentials": _url_credentials(),
+    "email": _email(),
+    "credit_card": _card(),
+    "iban": _iban(),
+    "phone_number": _phone(),
+    "us_ssn": _ssn(),
+}
