@@ -5,8 +5,6 @@ Append new strategies; other suites import from here.
 
 from __future__ import annotations
 
-from collections import Counter
-
 from hypothesis import strategies as st
 
 from analysis import (
@@ -15,7 +13,7 @@ from analysis import (
     DecisionTraceRecord,
     DecisionTraceReport,
 )
-from runtime._verdict import RuntimeVerdict
+from runtime import RuntimeVerdict
 
 # --- analysis: decision trace reports -------------------------------------------------
 
@@ -64,27 +62,12 @@ def decision_trace_records(draw: st.DrawFn) -> DecisionTraceRecord:
 def decision_trace_reports(draw: st.DrawFn) -> DecisionTraceReport:
     """A `DecisionTraceReport` whose counts and timestamps agree with its records."""
     records = tuple(draw(st.lists(decision_trace_records(), max_size=8)))
-    statuses = Counter(record.chain_status for record in records)
-    stamps = [record.timestamp_ns for record in records]
-    first = min(stamps) if stamps else None
-    last = max(stamps) if stamps else None
-    return DecisionTraceReport(
+    return DecisionTraceReport.from_records(
+        records,
         source_mcap_sha256=draw(sha256_hexes),
-        total_decisions=len(records),
-        verified_count=statuses[ChainStatus.VERIFIED],
-        broken_count=statuses[ChainStatus.BROKEN],
-        assessment_missing_count=statuses[ChainStatus.ASSESSMENT_MISSING],
-        no_assessment_claimed_count=statuses[ChainStatus.NO_ASSESSMENT_CLAIMED],
-        per_decision_kind_counts=Counter(record.decision_kind.value for record in records),
-        per_policy_id_counts=Counter(record.policy_id for record in records),
-        timestamp_first_ns=first,
-        timestamp_last_ns=last,
-        timestamp_span_ns=None if first is None or last is None else last - first,
-        records=records,
-        analysis_version=ANALYSIS_VERSION,
         duplicate_assessment_count=draw(st.integers(min_value=0, max_value=5)),
         truncated=draw(st.booleans()),
-        problems=tuple(draw(st.lists(_TEXT, max_size=3))),
+        problems=draw(st.lists(_TEXT, max_size=3)),
     )
 
 

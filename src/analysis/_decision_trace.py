@@ -24,7 +24,6 @@ the same file.
 from __future__ import annotations
 
 import os
-from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -130,27 +129,12 @@ def trace_run(run: RunLog) -> DecisionTraceReport:
         _pair(decision, assessment_sha256_by_decision.get(decision.decision_id))
         for decision in decisions
     )
-    statuses = Counter(record.chain_status for record in records)
-    stamps = [record.timestamp_ns for record in records]
-    first = min(stamps) if stamps else None
-    last = max(stamps) if stamps else None
-    return DecisionTraceReport(
+    return DecisionTraceReport.from_records(
+        records,
         source_mcap_sha256=run.source_sha256,
-        total_decisions=len(records),
-        verified_count=statuses[ChainStatus.VERIFIED],
-        broken_count=statuses[ChainStatus.BROKEN],
-        assessment_missing_count=statuses[ChainStatus.ASSESSMENT_MISSING],
-        no_assessment_claimed_count=statuses[ChainStatus.NO_ASSESSMENT_CLAIMED],
-        per_decision_kind_counts=Counter(record.decision_kind.value for record in records),
-        per_policy_id_counts=Counter(record.policy_id for record in records),
-        timestamp_first_ns=first,
-        timestamp_last_ns=last,
-        timestamp_span_ns=None if first is None or last is None else last - first,
-        records=records,
-        analysis_version=ANALYSIS_VERSION,
         duplicate_assessment_count=duplicate_assessments,
         truncated=run.truncated,
-        problems=tuple(problems),
+        problems=problems,
     )
 
 

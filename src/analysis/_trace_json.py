@@ -23,7 +23,7 @@ from analysis._trace_model import (
     DecisionTraceRecord,
     DecisionTraceReport,
 )
-from runtime import RuntimeVerdict
+from runtime import RuntimeVerdict, StrictJSONError, loads_strict
 
 __all__ = [
     "decode_decision_trace_report_from_json",
@@ -88,19 +88,15 @@ def decode_decision_trace_report_from_json(data: bytes | str) -> DecisionTraceRe
             ``analysis_version`` is not this analyzer's, or the report is
             inconsistent (its counts or timestamps disagree with its records).
     """
-    if isinstance(data, bytes | bytearray | memoryview):
-        try:
-            text = bytes(data).decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise ValueError(f"decision trace report is not UTF-8: {exc}") from None
-    else:
-        text = data
+    raw = bytes(data) if isinstance(data, bytearray | memoryview) else data
     try:
-        document = json.loads(
-            text, object_pairs_hook=_object_without_duplicates, parse_constant=_no_constant
-        )
+        document = loads_strict(raw)
+    except StrictJSONError as exc:
+        raise ValueError(f"decision trace report is not strict JSON: {exc}") from None
     except json.JSONDecodeError as exc:
         raise ValueError(f"decision trace report is not valid JSON: {exc}") from None
+    except RecursionError:
+        raise ValueError("decision trace report nests too deeply to parse") from None
 
     fields = _fields(document, "report", _REPORT_FIELDS)
     version = _get(fields, "analysis_version", int, "report")
@@ -202,19 +198,6 @@ def _record_from_json(item: object, where: str) -> DecisionTraceRecord:
         trace_id=_get(fields, "trace_id", str, where),
         latency_ns=_get(fields, "latency_ns", int, where),
     )
-
-
-def _object_without_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    result: dict[str, Any] = {}
-    for key, value in pairs:
-        if key in result:
-            raise _FieldError(f"decision trace report has the key {key!r} twice in one object")
-        result[key] = value
-    return result
-
-
-def _no_constant(name: str) -> object:
-    raise _FieldError(f"decision trace report holds {name}, which is not a JSON value")
 
 
 def _fields(value: object, where: str, expected: frozenset[str]) -> Mapping[str, Any]:

@@ -224,6 +224,46 @@ class DecisionTraceReport:
     truncated: bool
     problems: tuple[str, ...]
 
+    @classmethod
+    def from_records(
+        cls,
+        records: Iterable[DecisionTraceRecord],
+        *,
+        source_mcap_sha256: str,
+        duplicate_assessment_count: int = 0,
+        truncated: bool = False,
+        problems: Iterable[str] = (),
+    ) -> DecisionTraceReport:
+        """Build a report whose counts and timestamps are derived from ``records``.
+
+        Raises:
+            ValueError: as the constructor (a record of another analysis version,
+                a malformed ``source_mcap_sha256``).
+        """
+        records = tuple(records)
+        statuses = Counter(record.chain_status for record in records)
+        stamps = [record.timestamp_ns for record in records]
+        first = min(stamps) if stamps else None
+        last = max(stamps) if stamps else None
+        return cls(
+            source_mcap_sha256=source_mcap_sha256,
+            total_decisions=len(records),
+            verified_count=statuses[ChainStatus.VERIFIED],
+            broken_count=statuses[ChainStatus.BROKEN],
+            assessment_missing_count=statuses[ChainStatus.ASSESSMENT_MISSING],
+            no_assessment_claimed_count=statuses[ChainStatus.NO_ASSESSMENT_CLAIMED],
+            per_decision_kind_counts=Counter(record.decision_kind.value for record in records),
+            per_policy_id_counts=Counter(record.policy_id for record in records),
+            timestamp_first_ns=first,
+            timestamp_last_ns=last,
+            timestamp_span_ns=None if first is None or last is None else last - first,
+            records=records,
+            analysis_version=ANALYSIS_VERSION,
+            duplicate_assessment_count=duplicate_assessment_count,
+            truncated=truncated,
+            problems=tuple(problems),
+        )
+
     def __post_init__(self) -> None:
         # Freeze what a caller may have passed as a dict or list, so the value is immutable.
         object.__setattr__(self, "records", tuple(self.records))

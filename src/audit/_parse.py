@@ -12,25 +12,9 @@ from collections.abc import Mapping
 from types import MappingProxyType
 from typing import Any
 
+from runtime import StrictJSONError, loads_strict
+
 __all__ = ["parse_record"]
-
-
-class _NotStrictJSONError(ValueError):
-    pass
-
-
-def _object_without_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    # json.loads keeps the last of two equal keys; a record must not be that ambiguous.
-    result: dict[str, Any] = {}
-    for key, value in pairs:
-        if key in result:
-            raise _NotStrictJSONError(f"the key {key[:40]!r} appears twice in one object")
-        result[key] = value
-    return result
-
-
-def _reject_constant(name: str) -> Any:
-    raise _NotStrictJSONError(f"{name} is not a JSON number")
 
 
 def parse_record(data: bytes) -> tuple[Mapping[str, Any] | None, str | None]:
@@ -42,14 +26,8 @@ def parse_record(data: bytes) -> tuple[Mapping[str, Any] | None, str | None]:
         ``(record, None)`` with a read-only mapping, or ``(None, problem)``.
     """
     try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        return None, f"the message is not UTF-8 (invalid byte at offset {exc.start})"
-    try:
-        value = json.loads(
-            text, object_pairs_hook=_object_without_duplicates, parse_constant=_reject_constant
-        )
-    except _NotStrictJSONError as exc:
+        value = loads_strict(data)
+    except StrictJSONError as exc:
         return None, f"the message is not strict JSON: {exc}"
     except json.JSONDecodeError as exc:
         return None, f"the message is not valid JSON ({exc.msg} at offset {exc.pos})"

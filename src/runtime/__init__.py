@@ -13,9 +13,11 @@ This package imports neither `audit` nor `mcap` (ADR 0001).
 
 from runtime._action import Action, Decision
 from runtime._canonical import (
+    StrictJSONError,
     canonical_bytes,
     content_address,
     jcs_bytes,
+    loads_strict,
     sha256_hex,
     value_sha256,
 )
@@ -64,12 +66,14 @@ __all__ = [
     "ScrubResult",
     "ScrubSettings",
     "Scrubber",
+    "StrictJSONError",
     "SystemClock",
     "TraceContextError",
     "TraceParent",
     "canonical_bytes",
     "content_address",
     "jcs_bytes",
+    "loads_strict",
     "make_uuid7",
     "parse_traceparent",
     "parse_tracestate",

@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import json
 import math
 from collections.abc import Mapping
 from decimal import Decimal
@@ -46,9 +47,11 @@ from runtime._errors import CanonicalEncodingError
 
 __all__ = [
     "MAX_DEPTH",
+    "StrictJSONError",
     "canonical_bytes",
     "content_address",
     "jcs_bytes",
+    "loads_strict",
     "sha256_hex",
     "value_sha256",
 ]
@@ -74,6 +77,8 @@ def canonical_bytes(record: Mapping[str, Any]) -> bytes:
             integer outside the signed 64-bit range, a lone surrogate, a value
             of any other type, or nests deeper than `MAX_DEPTH`.
     """
+    if _is_plain(record, 0):
+        return _utf8(_dumps(record))
     parts: list[str] = []
     _encode(record, parts, 0, strict=True)
     return _utf8("".join(parts))
@@ -91,6 +96,8 @@ def jcs_bytes(value: object) -> bytes:
         CanonicalEncodingError: the value nests deeper than `MAX_DEPTH` (or is
             cyclic), or holds a string with a lone surrogate.
     """
+    if _is_plain(value, 0):
+        return _utf8(_dumps(value))
     parts: list[str] = []
     _encode(value, parts, 0, strict=False)
     return _utf8("".join(parts))
@@ -99,6 +106,86 @@ def jcs_bytes(value: object) -> bytes:
 def value_sha256(value: object) -> str:
     """Return the SHA-256 hex of `jcs_bytes(value)`: the address of arguments or a policy."""
     return sha256_hex(jcs_bytes(value))
+
+
+class StrictJSONError(ValueError):
+    """JSON that `loads_strict` refuses: a duplicate key, ``NaN``/``Infinity``, or not UTF-8."""
+
+
+def loads_strict(data: bytes | str) -> object:
+    """Parse JSON the way ghost reads its own artifacts back: strictly.
+
+    Python's `json.loads` keeps the last of two equal keys and accepts
+    ``NaN``; an audit record or report that two tools could read two ways is
+    refused instead.
+
+    Raises:
+        StrictJSONError: ``data`` is not UTF-8, an object repeats a key, or it
+            holds ``NaN``/``Infinity``.
+        json.JSONDecodeError: ``data`` is not JSON at all.
+        RecursionError: ``data`` nests deeper than the interpreter can parse.
+    """
+    if isinstance(data, bytes):
+        try:
+            data = data.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise StrictJSONError(f"not UTF-8 (invalid byte at offset {exc.start})") from None
+    return json.loads(data, object_pairs_hook=_no_duplicate_keys, parse_constant=_no_constant)
+
+
+def _no_duplicate_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    result: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in result:
+            raise StrictJSONError(f"the key {key[:40]!r} appears twice in one object")
+        result[key] = value
+    return result
+
+
+def _no_constant(name: str) -> object:
+    raise StrictJSONError(f"{name} is not a JSON number")
+
+
+# The fast path. For a "plain" value the stdlib's C encoder, with sorted keys and
+# compact separators, writes exactly the canonical bytes: plain means only str,
+# bool, None, int64 ints, lists/tuples, and dicts whose keys are strings below
+# U+E000 (where code-point order is UTF-16 code-unit order) with no "$ghost" key.
+# Floats are never plain: Python's float repr is not ECMAScript's. Anything that
+# is not plain takes the exact walker below, which also raises the errors.
+_dumps = json.JSONEncoder(
+    ensure_ascii=False, check_circular=False, sort_keys=True, separators=(",", ":")
+).encode
+
+
+def _is_plain(value: object, depth: int) -> bool:
+    if depth > MAX_DEPTH:
+        return False
+    kind = type(value)
+    if kind is dict:
+        assert isinstance(value, dict)
+        if _TAG in value:
+            return False
+        for key, item in value.items():
+            if type(key) is not str or not (key.isascii() or max(key) < "\ue000"):
+                return False
+            if not _is_plain_leaf(item) and not _is_plain(item, depth + 1):
+                return False
+        return True
+    if kind is list or kind is tuple:
+        assert isinstance(value, list | tuple)
+        return all(_is_plain_leaf(item) or _is_plain(item, depth + 1) for item in value)
+    return _is_plain_leaf(value) or (
+        # Subclasses of str and int (StrEnum, IntEnum) encode as their values.
+        isinstance(value, str) or (isinstance(value, int) and _INT64_MIN <= value <= _INT64_MAX)
+    )
+
+
+def _is_plain_leaf(value: object) -> bool:
+    # Inlined exact-type checks: most of a record is strings and small ints.
+    kind = type(value)
+    if kind is str or value is None or kind is bool:
+        return True
+    return kind is int and _INT64_MIN <= value <= _INT64_MAX  # type: ignore[operator]
 
 
 def _utf8(text: str) -> bytes:

@@ -125,6 +125,8 @@ class Gate:
         trace = self._tracing.begin(traceparent, tracestate)
         errors: list[str] = []
         stage_ns = {"policy": 0, "narrow": 0, "scrub": 0}
+        args_sha256: str | None = None
+        executed_sha256: str | None = None
         try:
             outcome = derive(
                 self._policy,
@@ -136,10 +138,13 @@ class Gate:
                 clock.monotonic_ns,
                 stage_ns,
             )
-            # Part of deciding: what cannot be addressed cannot be approved or audited.
-            executed_sha256 = (
-                None if outcome.verdict is RuntimeVerdict.DENY else value_sha256(outcome.args)
-            )
+            if outcome.verdict is not RuntimeVerdict.DENY:
+                # Part of deciding: what cannot be addressed cannot be approved or audited.
+                args_sha256 = value_sha256(action.args)
+                # Every change is a narrowing or a finding; without either the
+                # arguments that run are the ones that came in.
+                unchanged = not outcome.narrowings and not outcome.findings
+                executed_sha256 = args_sha256 if unchanged else value_sha256(outcome.args)
         except Exception as exc:  # noqa: BLE001 - fail closed: any doubt becomes a recorded deny
             errors.append(type(exc).__name__)
             outcome = Outcome(RuntimeVerdict.DENY, safe_reason(exc), None, {}, (), (), (), stage_ns)
@@ -155,7 +160,7 @@ class Gate:
             (stamp_ns, verdict_stamp_ns, latency_ns),
             trace,
             outcome,
-            executed_sha256,
+            (args_sha256, executed_sha256),
             errors,
         )
 
@@ -220,16 +225,18 @@ class Gate:
         times_ns: tuple[int, int, int],
         trace: DecisionTrace,
         outcome: Outcome,
-        executed_sha256: str | None,
+        hashes: tuple[str | None, str | None],
         errors: list[str],
     ) -> Decision:
         stamp_ns, verdict_stamp_ns, latency_ns = times_ns
+        args_sha256, executed_sha256 = hashes
         policy = self._policy
-        try:
-            args_sha256: str | None = value_sha256(action.args)
-        except Exception as exc:  # noqa: BLE001 - an unhashable payload is recorded as such
-            args_sha256 = None
-            errors.append(type(exc).__name__)
+        if args_sha256 is None:  # a deny: the arguments were not hashed while deciding
+            try:
+                args_sha256 = value_sha256(action.args)
+            except Exception as exc:  # noqa: BLE001 - an unhashable payload is recorded as such
+                if type(exc).__name__ not in errors:
+                    errors.append(type(exc).__name__)
         executed: Mapping[str, Any] = outcome.args
         assessment = {
             "schema": "ghost.assessment/1",

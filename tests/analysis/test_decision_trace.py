@@ -27,27 +27,9 @@ from analysis import (
     verify_decision_chain,
 )
 from audit import Durability, LogFormatError, McapAuditSink
-from runtime._canonical import canonical_bytes, sha256_hex
-from runtime._ids import make_uuid7
-from runtime._sink import RunStart
+from runtime import canonical_bytes, make_uuid7, sha256_hex
 from tests.audit.mcap_tools import rewrite_mcap
-
-STAMP_NS = 1_767_225_600_000_000_000  # 2026-01-01T00:00:00Z
-TRACE_ID = "4bf92f3577b34da6a3ce929d0e0e4736"
-POLICY_SOURCE = b'policy_id = "support-agent"\ndefault = "deny"\n'
-
-
-def run_start() -> RunStart:
-    return RunStart(
-        policy_id="support-agent",
-        policy_sha256="a" * 64,
-        policy_source=POLICY_SOURCE,
-        policy_source_name="policy.toml",
-        policy_source_media_type="application/toml",
-        policy_source_sha256=sha256_hex(POLICY_SOURCE),
-        sdk_version="0.1.0",
-        stamp_ns=STAMP_NS,
-    )
+from tests.records import STAMP_NS, TRACE_ID, assessment, decision, make_run_start
 
 
 def decision_id(index: int) -> str:
@@ -55,58 +37,11 @@ def decision_id(index: int) -> str:
     return make_uuid7(STAMP_NS + index * 1_000_000)
 
 
-def assessment(did: str, stamp_ns: int = STAMP_NS, **changes: Any) -> dict[str, Any]:
-    record: dict[str, Any] = {
-        "schema": "ghost.assessment/1",
-        "stamp_ns": stamp_ns,
-        "decision_id": did,
-        "agent": "researcher",
-        "verb": "read",
-        "resource": "file:/data/public/q3.txt",
-        "args_sha256": "b" * 64,
-        "policy_id": "support-agent",
-        "policy_sha256": "a" * 64,
-        "matched_rules": [{"id": "read-public", "effect": "allow"}],
-        "findings": [],
-        "narrowings": [],
-        "errors": [],
-        "stage_ns": {"policy": 1200, "narrow": 0, "scrub": 4500},
-        "trace_id": TRACE_ID,
-        "span_id": "00f067aa0ba902b7",
-        "parent_span_id": None,
-    }
-    record.update(changes)
-    return record
-
-
-def decision(
-    did: str, claimed: str | None, stamp_ns: int = STAMP_NS, **changes: Any
-) -> dict[str, Any]:
-    record: dict[str, Any] = {
-        "schema": "ghost.decision/1",
-        "stamp_ns": stamp_ns,
-        "decision_id": did,
-        "verdict": "allow",
-        "reason": "rule 'read-public' allows reading public files",
-        "matched_policy": "read-public",
-        "policy_id": "support-agent",
-        "policy_sha256": "a" * 64,
-        "assessment_sha256": claimed,
-        "trace_id": TRACE_ID,
-        "span_id": "00f067aa0ba902b7",
-        "trace_origin": "generated",
-        "latency_ns": 52_000,
-        "executed_args_sha256": "b" * 64,
-    }
-    record.update(changes)
-    return record
-
-
 @contextmanager
 def open_run(path: Path, durability: Durability = "process") -> Iterator[McapAuditSink]:
     """A real sink with its run opened; closing seals the file."""
     with McapAuditSink(path, durability=durability) as sink:
-        sink.open_run(run_start())
+        sink.open_run(make_run_start())
         yield sink
 
 
@@ -114,8 +49,8 @@ def gate_pair(sink: McapAuditSink, index: int, **decision_changes: Any) -> tuple
     """Append an assessment and the decision resting on it, as the gate does."""
     did = decision_id(index)
     stamp = STAMP_NS + index * 1_000
-    address = sink.append("/assessments", assessment(did, stamp))
-    sink.append("/decisions", decision(did, address, stamp + 1, **decision_changes))
+    address = sink.append("/assessments", assessment(did, stamp_ns=stamp))
+    sink.append("/decisions", decision(did, address, stamp_ns=stamp + 1, **decision_changes))
     return did, address
 
 
@@ -143,7 +78,7 @@ def test_every_decision_of_an_intact_run_is_verified(tmp_path: Path) -> None:
         assert record.chain_status is ChainStatus.VERIFIED
         assert record.claimed_assessment_sha256 == record.recomputed_assessment_sha256 == address
         assert record.decision_kind == "allow"
-        assert record.decision_reason == "rule 'read-public' allows reading public files"
+        assert record.decision_reason == "rule 'read-public' allows reading public files — café"
         assert record.policy_id == "support-agent"
         assert record.matched_policy == "read-public"
         assert record.trace_id == TRACE_ID
@@ -302,8 +237,8 @@ def test_timestamps_are_the_earliest_and_latest_decision_stamps(tmp_path: Path) 
         for index, stamp in enumerate(stamps):
             did = decision_id(index)
             # An assessment's own stamp is not the decision's: only decisions count.
-            address = sink.append("/assessments", assessment(did, STAMP_NS + 100_000))
-            sink.append("/decisions", decision(did, address, stamp))
+            address = sink.append("/assessments", assessment(did, stamp_ns=STAMP_NS + 100_000))
+            sink.append("/decisions", decision(did, address, stamp_ns=stamp))
 
     report = build_decision_trace_report(path)
 

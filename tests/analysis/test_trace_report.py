@@ -22,7 +22,7 @@ from analysis import (
     decode_decision_trace_report_from_json,
     encode_decision_trace_report_to_bytes,
 )
-from runtime._verdict import RuntimeVerdict
+from runtime import RuntimeVerdict
 from tests.strategies import decision_trace_records, decision_trace_reports
 
 SHA_A = "a" * 64
@@ -192,8 +192,8 @@ def test_decode_refuses_a_wrong_document(mutate: Any, message: str) -> None:
         (b"{", "not valid JSON"),
         ("[]", "report must be an object, got an array"),
         ("null", "report must be an object, got null"),
-        ('{"a": 1, "a": 2}', "key 'a' twice"),
-        ('{"a": NaN}', "holds NaN"),
+        ('{"a": 1, "a": 2}', "key 'a' appears twice"),
+        ('{"a": NaN}', "NaN is not a JSON number"),
     ],
 )
 def test_decode_refuses_what_is_not_a_report(data: bytes | str, message: str) -> None:

@@ -11,9 +11,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from audit._chain import Chain, check_appendable, check_record, make_run_record
-from runtime._canonical import canonical_bytes, content_address
-from runtime._errors import AuditError
-from tests.audit.samples import STAMP_NS, make_run_start
+from runtime import AuditError, canonical_bytes, content_address
+from tests.records import STAMP_NS, make_run_start
 
 
 def _run_record() -> dict[str, Any]:

@@ -13,9 +13,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from audit import LogFormatError, RunLog, read_run
-from audit._chain import Durability
-from tests.audit.samples import write_run
+from audit import Durability, LogFormatError, RunLog, read_run
+from tests.records import write_run
 
 MAGIC_SIZE = 8
 
@@ -59,7 +58,7 @@ def test_a_sigkilled_writer_leaves_every_returned_record(tmp_path: Path) -> None
         f"""
         import os, signal, sys
         from audit import McapAuditSink
-        from tests.audit.samples import append_decisions, make_run_start
+        from tests.records import append_decisions, make_run_start
         sink = McapAuditSink({str(path)!r})
         sink.open_run(make_run_start())
         for address in append_decisions(sink, 3):

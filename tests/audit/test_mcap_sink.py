@@ -12,12 +12,9 @@ import pytest
 from mcap.reader import make_reader
 from structlog.testing import capture_logs
 
-from audit import LoggedRecord, McapAuditSink, read_run
-from audit._chain import Durability
-from runtime._canonical import canonical_bytes, content_address, sha256_hex
-from runtime._errors import AuditError
-from runtime._sink import AuditSink
-from tests.audit.samples import (
+from audit import Durability, LoggedRecord, McapAuditSink, read_run
+from runtime import AuditError, AuditSink, canonical_bytes, content_address, sha256_hex
+from tests.records import (
     POLICY_SOURCE,
     STAMP_NS,
     append_decisions,
@@ -243,7 +240,7 @@ def test_sequence_is_seq_modulo_2_to_the_32(tmp_path: Path) -> None:
         sink.open_run(make_run_start())
         # Skip ahead: four billion records would take too long to write.
         sink._chain._next_seq = 2**32 + 5
-        sink.append("/decisions", decision(STAMP_NS, "d", None))
+        sink.append("/decisions", decision("d", None))
     record = read_run(path).records[1]
     assert record.record is not None
     assert record.record["seq"] == 2**32 + 5
@@ -281,13 +278,13 @@ def test_append_before_open_run(tmp_path: Path) -> None:
         McapAuditSink(tmp_path / "run.mcap") as sink,
         pytest.raises(AuditError, match="before open_run"),
     ):
-        sink.append("/decisions", decision(STAMP_NS, "d", None))
+        sink.append("/decisions", decision("d", None))
 
 
 def test_append_and_open_run_after_close(tmp_path: Path) -> None:
     sink = write_run(tmp_path / "run.mcap")
     with pytest.raises(AuditError, match="after close"):
-        sink.append("/decisions", decision(STAMP_NS, "d", None))
+        sink.append("/decisions", decision("d", None))
     with pytest.raises(AuditError, match="after close"):
         sink.open_run(make_run_start())
 
@@ -318,7 +315,7 @@ def test_a_bad_record_is_refused_and_the_sink_goes_on(
         sink.open_run(make_run_start())
         with pytest.raises(AuditError, match=message):
             sink.append(topic, record)
-        sink.append("/decisions", decision(STAMP_NS, "d", None))
+        sink.append("/decisions", decision("d", None))
     log = read_run(path)
     _assert_chain(log.records)
     assert len(log.records) == 3
@@ -348,17 +345,17 @@ def test_a_failed_write_stops_the_sink_and_leaves_a_readable_prefix(
     path = tmp_path / "run.mcap"
     sink = McapAuditSink(path)
     sink.open_run(make_run_start())
-    first = sink.append("/decisions", decision(STAMP_NS, "d", None))
+    first = sink.append("/decisions", decision("d", None))
 
     def full_disk(*args: object, **kwargs: object) -> None:
         raise OSError(28, "No space left on device")
 
     monkeypatch.setattr(sink._writer, "add_message", full_disk)
     with pytest.raises(AuditError, match="No space left on device") as raised:
-        sink.append("/decisions", decision(STAMP_NS, "d", None))
+        sink.append("/decisions", decision("d", None))
     assert isinstance(raised.value.__cause__, OSError)
     with pytest.raises(AuditError, match="earlier write failed"):
-        sink.append("/decisions", decision(STAMP_NS, "d", None))
+        sink.append("/decisions", decision("d", None))
     sink.close()  # no seal after a failure, and no exception either
     log = read_run(path)
     assert log.truncated

@@ -9,9 +9,9 @@ import pytest
 from mcap.reader import make_reader
 
 from audit import read_run
-from runtime._canonical import canonical_bytes
+from runtime import canonical_bytes
 from tests.audit.mcap_tools import rewrite_mcap
-from tests.audit.samples import write_run
+from tests.records import write_run
 
 
 @pytest.fixture

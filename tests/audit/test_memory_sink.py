@@ -8,10 +8,8 @@ from typing import Any
 import pytest
 
 from audit import AuditEntry, MemoryAuditSink
-from runtime._canonical import canonical_bytes, content_address, sha256_hex
-from runtime._errors import AuditError
-from runtime._sink import AuditSink
-from tests.audit.samples import STAMP_NS, append_decisions, decision, make_run_start
+from runtime import AuditError, AuditSink, canonical_bytes, content_address, sha256_hex
+from tests.records import append_decisions, decision, make_run_start
 
 
 def _assert_chain(entries: tuple[AuditEntry, ...]) -> None:
@@ -53,7 +51,7 @@ def test_close_is_idempotent_and_refuses_later_records() -> None:
     assert sink.closed
     assert [entry.topic for entry in sink.entries] == ["/run", "/seal"]
     with pytest.raises(AuditError, match="closed"):
-        sink.append("/decisions", decision(STAMP_NS, "x", None))
+        sink.append("/decisions", decision("x", None))
     with pytest.raises(AuditError, match="closed"):
         sink.open_run(make_run_start())
 
@@ -67,7 +65,7 @@ def test_close_without_run_writes_nothing() -> None:
 def test_misuse() -> None:
     sink = MemoryAuditSink()
     with pytest.raises(AuditError, match="before open_run"):
-        sink.append("/decisions", decision(STAMP_NS, "x", None))
+        sink.append("/decisions", decision("x", None))
     sink.open_run(make_run_start())
     with pytest.raises(AuditError, match="already called"):
         sink.open_run(make_run_start())
@@ -78,7 +76,7 @@ def test_misuse() -> None:
 def test_validation_refuses_a_record_off_its_schema_and_keeps_the_chain() -> None:
     sink = MemoryAuditSink()
     sink.open_run(make_run_start())
-    bad = decision(STAMP_NS, "01a22865-5348-7e1b-9d2f-351c74086c5e", None, verdict="maybe")
+    bad = decision("01a22865-5348-7e1b-9d2f-351c74086c5e", None, verdict="maybe")
     with pytest.raises(AuditError, match=r"\$\.verdict: must be one of"):
         sink.append("/decisions", bad)
     assert len(sink.entries) == 1
@@ -92,7 +90,7 @@ def test_validation_refuses_a_record_off_its_schema_and_keeps_the_chain() -> Non
 def test_entries_do_not_follow_later_changes_to_the_callers_record() -> None:
     sink = MemoryAuditSink(validate=False)
     sink.open_run(make_run_start())
-    record: dict[str, Any] = decision(STAMP_NS, "d", None)
+    record: dict[str, Any] = decision("d", None)
     sink.append("/decisions", record)
     record["reason"] = "changed"
     assert sink.records("/decisions")[0]["reason"] != "changed"

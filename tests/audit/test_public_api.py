@@ -18,7 +18,7 @@ def test_all_is_sorted_and_complete() -> None:
 
 
 def test_log_format_error_is_an_audit_error() -> None:
-    from runtime._errors import AuditError, GhostError
+    from runtime import AuditError, GhostError
 
     assert issubclass(audit.LogFormatError, AuditError)
     assert issubclass(audit.LogFormatError, GhostError)

@@ -13,7 +13,7 @@ from mcap.writer import CompressionType, Writer
 
 from audit import LogFormatError, RunLog, read_run
 from audit._schemas import schema_data
-from tests.audit.samples import write_run
+from tests.records import write_run
 
 MAGIC = b"\x89MCAP0\r\n"
 

@@ -11,8 +11,8 @@ import pytest
 from audit import SCHEMAS, TOPICS, MemoryAuditSink, schema_problems
 from audit._schemas import schema_data
 from audit._validate import SUPPORTED_KEYWORDS
-from runtime._canonical import canonical_bytes
-from tests.audit.samples import STAMP_NS, append_decisions, assessment, make_run_start
+from runtime import canonical_bytes
+from tests.records import append_decisions, assessment, make_run_start
 
 EXPECTED_FIELDS = {
     "ghost.run/1": {
@@ -114,7 +114,7 @@ def test_every_record_of_a_run_validates() -> None:
 
 
 def _full_assessment() -> dict[str, Any]:
-    record = assessment(STAMP_NS, "01a22865-5348-7e1b-9d2f-351c74086c5e")
+    record = assessment("01a22865-5348-7e1b-9d2f-351c74086c5e")
     record.update(seq=1, prev_sha256="d" * 64)
     return record
 

@@ -16,14 +16,10 @@ from analysis import (
     decode_decision_trace_report_from_json,
     encode_decision_trace_report_to_bytes,
 )
-from audit import McapAuditSink
-from runtime._canonical import canonical_bytes, sha256_hex
-from runtime._ids import make_uuid7
-from runtime._sink import RunStart
+from runtime import canonical_bytes
 from tests.audit.mcap_tools import rewrite_mcap
+from tests.records import write_run
 
-STAMP_NS = 1_767_225_600_000_000_000
-POLICY_SOURCE = b'policy_id = "support-agent"\n'
 GHOST_SCRIPT = Path(sys.executable).parent / "ghost"
 
 
@@ -31,70 +27,6 @@ def ghost(*args: str | Path, cwd: Path, script: bool = False) -> subprocess.Comp
     """Run the CLI in a fresh interpreter, as a user would."""
     command: list[str | Path] = [GHOST_SCRIPT] if script else [sys.executable, "-m", "analysis"]
     return subprocess.run([*command, *args], cwd=cwd, capture_output=True, timeout=120, check=False)
-
-
-def write_run(path: Path, *, pairs: int = 3) -> list[str]:
-    """Write a sealed run of ``pairs`` assessment + decision records; return the decision ids."""
-    ids: list[str] = []
-    with McapAuditSink(path) as sink:
-        sink.open_run(
-            RunStart(
-                policy_id="support-agent",
-                policy_sha256="a" * 64,
-                policy_source=POLICY_SOURCE,
-                policy_source_name="policy.toml",
-                policy_source_media_type="application/toml",
-                policy_source_sha256=sha256_hex(POLICY_SOURCE),
-                sdk_version="0.1.0",
-                stamp_ns=STAMP_NS,
-            )
-        )
-        for index in range(pairs):
-            stamp = STAMP_NS + (index + 1) * 1_000_000
-            did = make_uuid7(stamp)
-            address = sink.append(
-                "/assessments",
-                {
-                    "schema": "ghost.assessment/1",
-                    "stamp_ns": stamp,
-                    "decision_id": did,
-                    "agent": "researcher",
-                    "verb": "read",
-                    "resource": "file:/data/public/q3.txt",
-                    "args_sha256": "b" * 64,
-                    "policy_id": "support-agent",
-                    "policy_sha256": "a" * 64,
-                    "matched_rules": [{"id": "read-public", "effect": "allow"}],
-                    "findings": [],
-                    "narrowings": [],
-                    "errors": [],
-                    "stage_ns": {"policy": 1, "narrow": 0, "scrub": 2},
-                    "trace_id": "4bf92f3577b34da6a3ce929d0e0e4736",
-                    "span_id": "00f067aa0ba902b7",
-                    "parent_span_id": None,
-                },
-            )
-            sink.append(
-                "/decisions",
-                {
-                    "schema": "ghost.decision/1",
-                    "stamp_ns": stamp + 1,
-                    "decision_id": did,
-                    "verdict": "allow",
-                    "reason": "rule 'read-public' allows it — café",
-                    "matched_policy": "read-public",
-                    "policy_id": "support-agent",
-                    "policy_sha256": "a" * 64,
-                    "assessment_sha256": address,
-                    "trace_id": "4bf92f3577b34da6a3ce929d0e0e4736",
-                    "span_id": "00f067aa0ba902b7",
-                    "trace_origin": "generated",
-                    "latency_ns": 52_000,
-                    "executed_args_sha256": "b" * 64,
-                },
-            )
-            ids.append(did)
-    return ids
 
 
 def assert_one_error_line(result: subprocess.CompletedProcess[bytes], *needles: str) -> None:
@@ -110,7 +42,7 @@ def assert_one_error_line(result: subprocess.CompletedProcess[bytes], *needles: 
 @pytest.fixture
 def run_file(tmp_path: Path) -> Path:
     path = tmp_path / "run.mcap"
-    write_run(path)
+    write_run(path, decisions=3)
     return path
 
 
@@ -151,7 +83,7 @@ def test_output_writes_the_bytes_stdout_would_show(run_file: Path, tmp_path: Pat
 
 
 def test_relative_paths_are_relative_to_the_working_directory(tmp_path: Path) -> None:
-    write_run(tmp_path / "rel.mcap", pairs=1)
+    write_run(tmp_path / "rel.mcap", decisions=1)
 
     result = ghost("trace-decisions", "--mcap", "rel.mcap", "--output", "out.json", cwd=tmp_path)
 

@@ -8,8 +8,17 @@ from typing import Any
 
 import pytest
 from hypothesis import given
+from hypothesis import strategies as st
 
-from runtime import CanonicalEncodingError, canonical_bytes, content_address, jcs_bytes, sha256_hex
+from runtime import (
+    CanonicalEncodingError,
+    StrictJSONError,
+    canonical_bytes,
+    content_address,
+    jcs_bytes,
+    loads_strict,
+    sha256_hex,
+)
 from tests.strategies import json_values, records
 
 
@@ -143,3 +152,46 @@ def test_record_bytes_are_independent_of_key_insertion_order(record: dict[str, A
     reversed_record = dict(reversed(list(record.items())))
     assert canonical_bytes(record) == canonical_bytes(reversed_record)
     assert json.loads(canonical_bytes(record)) == record
+
+
+@pytest.mark.parametrize(
+    ("data", "why"),
+    [
+        (b'{"a": 1, "a": 2}', "appears twice"),
+        (b'{"a": NaN}', "NaN is not a JSON number"),
+        (b"[-Infinity]", "-Infinity is not a JSON number"),
+        (b'"\xff"', "not UTF-8"),
+    ],
+)
+def test_loads_strict_refuses_ambiguous_json(data: bytes, why: str) -> None:
+    with pytest.raises(StrictJSONError, match=why):
+        loads_strict(data)
+
+
+@given(records())
+def test_loads_strict_reads_back_what_the_encoder_wrote(record: dict[str, Any]) -> None:
+    assert loads_strict(canonical_bytes(record)) == record
+    assert loads_strict(canonical_bytes(record).decode()) == record
+
+
+def exact_walker(value: Any, *, strict: bool) -> bytes:
+    """The encoder without its fast path (white-box: the two must never disagree)."""
+    from runtime._canonical import _encode
+
+    parts: list[str] = []
+    _encode(value, parts, 0, strict=strict)
+    return "".join(parts).encode()
+
+
+@given(json_values(floats=False))
+def test_the_fast_path_writes_exactly_what_the_exact_walker_writes(value: Any) -> None:
+    assert jcs_bytes(value) == exact_walker(value, strict=False)
+    record = {"v": value}
+    assert canonical_bytes(record) == exact_walker(record, strict=True)
+
+
+@given(
+    st.dictionaries(st.text(alphabet="a\ue000\uffff\U0001f600\U00010000", max_size=3), st.none())
+)
+def test_keys_beyond_u_e000_sort_by_utf16_whichever_path_is_taken(value: dict[str, None]) -> None:
+    assert jcs_bytes(value) == exact_walker(value, strict=False)

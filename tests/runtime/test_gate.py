@@ -411,3 +411,25 @@ def test_acheck_decides_like_check(gate: Gate, sink: MemoryAuditSink) -> None:
 
     assert asyncio.run(main()) == [RuntimeVerdict.ALLOW, RuntimeVerdict.DENY]
     assert len(records(sink, "/decisions")) == 2
+
+
+@pytest.mark.parametrize(
+    ("action", "verdict"),
+    [
+        (Action("bot", "search", "tool:search", {"q": "x"}), RuntimeVerdict.ALLOW),
+        (Action("a", "query", "db:customers", {"table": "t", "limit": 900}), RuntimeVerdict.NARROW),
+        (Action("bot", "search", "tool:search", {"q": EMAIL}), RuntimeVerdict.SCRUB),
+        (Action("bot", "refund", "payments:x", {"amount": 99}), RuntimeVerdict.PENDING),
+        (Action("bot", "delete", "file:/x", {"path": "/x"}), RuntimeVerdict.DENY),
+    ],
+)
+def test_recorded_hashes_address_what_came_in_and_what_runs(
+    gate: Gate, sink: MemoryAuditSink, action: Action, verdict: RuntimeVerdict
+) -> None:
+    decision = gate.check(action)
+    assert decision.verdict is verdict
+    (assessment,) = records(sink, "/assessments")
+    (record,) = records(sink, "/decisions")
+    assert assessment["args_sha256"] == value_sha256(action.args)
+    expected = None if verdict is RuntimeVerdict.DENY else value_sha256(dict(decision.args))
+    assert record["executed_args_sha256"] == expected

@@ -13,9 +13,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from runtime import Finding, GhostError, Scrubber, ScrubLimitExceeded
 from runtime._detectors import DETECTOR_NAMES, DETECTORS
-from runtime._errors import GhostError
-from runtime._scrub import Finding, Scrubber, ScrubLimitExceeded
 from tests.strategies import scrubber_secrets
 
 KEY = b"test-fingerprint-key"

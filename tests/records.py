@@ -1,15 +1,12 @@
-"""Valid records of every kind, as the gate emits them, for the audit tests."""
+"""Valid records of every kind, as the gate emits them, for tests of every package."""
 
 from __future__ import annotations
 
 from pathlib import Path
 from typing import Any
 
-from audit import McapAuditSink
-from audit._chain import Durability
-from runtime._canonical import sha256_hex
-from runtime._ids import make_uuid7
-from runtime._sink import RunStart
+from audit import Durability, McapAuditSink
+from runtime import RunStart, make_uuid7, sha256_hex
 
 STAMP_NS = 1_767_225_600_000_000_000  # 2026-01-01T00:00:00Z
 POLICY_SOURCE = b'policy_id = "support-agent"\ndefault = "deny"\n\xc3\xa9 = "non-ascii kept"\n'
@@ -31,7 +28,7 @@ def make_run_start(*, stamp_ns: int = STAMP_NS, source: bytes = POLICY_SOURCE) -
     )
 
 
-def assessment(stamp_ns: int, decision_id: str, **changes: Any) -> dict[str, Any]:
+def assessment(decision_id: str, *, stamp_ns: int = STAMP_NS, **changes: Any) -> dict[str, Any]:
     """A ``ghost.assessment/1`` record without ``seq``/``prev_sha256``."""
     record: dict[str, Any] = {
         "schema": "ghost.assessment/1",
@@ -57,7 +54,11 @@ def assessment(stamp_ns: int, decision_id: str, **changes: Any) -> dict[str, Any
 
 
 def decision(
-    stamp_ns: int, decision_id: str, assessment_sha256: str | None, **changes: Any
+    decision_id: str,
+    assessment_sha256: str | None,
+    *,
+    stamp_ns: int = STAMP_NS,
+    **changes: Any,
 ) -> dict[str, Any]:
     """A ``ghost.decision/1`` record without ``seq``/``prev_sha256``."""
     record: dict[str, Any] = {
@@ -81,7 +82,7 @@ def decision(
 
 
 def approval(
-    stamp_ns: int, decision_id: str, decision_sha256: str, **changes: Any
+    decision_id: str, decision_sha256: str, *, stamp_ns: int = STAMP_NS, **changes: Any
 ) -> dict[str, Any]:
     """A ``ghost.approval/1`` record without ``seq``/``prev_sha256``."""
     record: dict[str, Any] = {
@@ -106,12 +107,16 @@ def append_decisions(sink: Any, count: int, *, start_ns: int = STAMP_NS) -> list
     for index in range(count):
         stamp = start_ns + (index + 1) * 1000
         decision_id = make_uuid7(stamp)
-        a_sha = sink.append("/assessments", assessment(stamp, decision_id))
+        a_sha = sink.append("/assessments", assessment(decision_id, stamp_ns=stamp))
         verdict = "pending" if index == 0 else "allow"
-        d_sha = sink.append("/decisions", decision(stamp + 1, decision_id, a_sha, verdict=verdict))
+        d_sha = sink.append(
+            "/decisions", decision(decision_id, a_sha, stamp_ns=stamp + 1, verdict=verdict)
+        )
         addresses += [a_sha, d_sha]
         if index == 0:
-            addresses.append(sink.append("/approvals", approval(stamp + 2, decision_id, d_sha)))
+            addresses.append(
+                sink.append("/approvals", approval(decision_id, d_sha, stamp_ns=stamp + 2))
+            )
     return addresses
 
 
