@@ -145,21 +145,27 @@ def verify_decision_chain(mcap_path: str | os.PathLike[str]) -> tuple[bool, tupl
         mcap_path: the MCAP file a ghost audit sink wrote.
 
     Returns:
-        ``(True, ())`` when no decision is ``broken`` or ``assessment_missing``;
-        otherwise ``(False, messages)`` with one sentence per such decision,
-        naming its id, its status, and the claimed and recomputed hashes.
-        Decisions that claim no assessment are legitimate and pass. Records
-        that could not be read are not judged here; they are listed in the
-        report's ``problems`` (`build_decision_trace_report`).
+        ``(True, ())`` when no decision is ``broken`` or ``assessment_missing``
+        and the report lists no ``problems``; otherwise ``(False, messages)``
+        with one sentence per such decision (naming its id, its status, and the
+        claimed and recomputed hashes), then one per problem. A problem — a
+        record that cannot be read, breaks its schema, or sits in a damaged
+        part of the file — fails the check because a gate never writes one: a
+        decision garbled beyond reading must not pass by going unseen (ADR 0007).
+        Decisions that claim no assessment are legitimate and pass; a run cut
+        short by a crash is not judged here (its complete records are).
 
     Raises:
         audit.LogFormatError: as `build_decision_trace_report`.
     """
     report = build_decision_trace_report(mcap_path)
-    messages = tuple(
-        _chain_message(record)
-        for record in report.records
-        if record.chain_status in (ChainStatus.BROKEN, ChainStatus.ASSESSMENT_MISSING)
+    messages = (
+        tuple(
+            _chain_message(record)
+            for record in report.records
+            if record.chain_status in (ChainStatus.BROKEN, ChainStatus.ASSESSMENT_MISSING)
+        )
+        + report.problems
     )
     return not messages, messages
 

@@ -116,8 +116,11 @@ class Gate:
             tracestate: the incoming W3C ``tracestate`` header, if any.
 
         Raises:
+            TypeError: ``action`` is not an `Action` (misuse, not a policy outcome).
             AuditError: the decision could not be recorded; the action must not run.
         """
+        if not isinstance(action, Action):
+            raise TypeError(f"Gate.check takes an Action, not {type(action).__name__}")
         clock = self._clock
         start_ns = clock.monotonic_ns()
         stamp_ns = clock.time_ns()

@@ -310,6 +310,8 @@ def test_a_non_json_decision_is_left_out_and_named(tmp_path: Path) -> None:
     assert len(report.problems) == 1
     assert "/decisions" in report.problems[0]
     assert "not valid JSON" in report.problems[0]
+    # A decision garbled beyond reading must not pass verification by going unseen.
+    assert verify_decision_chain(damaged) == (False, report.problems)
 
 
 @pytest.mark.parametrize(

@@ -433,3 +433,9 @@ def test_recorded_hashes_address_what_came_in_and_what_runs(
     assert assessment["args_sha256"] == value_sha256(action.args)
     expected = None if verdict is RuntimeVerdict.DENY else value_sha256(dict(decision.args))
     assert record["executed_args_sha256"] == expected
+
+
+def test_a_non_action_is_misuse_not_a_decision(gate: Gate, sink: MemoryAuditSink) -> None:
+    with pytest.raises(TypeError, match="takes an Action, not dict"):
+        gate.check({"agent": "a"})  # type: ignore[arg-type]
+    assert sink.records("/decisions") == ()
