@@ -154,17 +154,17 @@ class Policy:
         self.source_media_type = source_media_type
         self.source_sha256 = sha256_hex(source)
         # Pre-index by literal verb so that a check only looks at rules that can match.
-        wildcard = [
-            i for i, r in enumerate(self.rules) if any(set(v) & _GLOB_CHARS for v in r.verbs)
-        ]
+        wildcard: set[int] = set()
         literal: dict[str, set[int]] = {}
         for index, rule in enumerate(self.rules):
-            if index not in wildcard:
+            if any(set(verb) & _GLOB_CHARS for verb in rule.verbs):
+                wildcard.add(index)
+            else:
                 for verb in rule.verbs:
                     literal.setdefault(verb, set()).add(index)
-        self._wildcard_verb_rules = tuple(self.rules[i] for i in wildcard)
+        self._wildcard_verb_rules = tuple(self.rules[i] for i in sorted(wildcard))
         self._by_verb = {
-            verb: tuple(self.rules[i] for i in sorted(indices | set(wildcard)))
+            verb: tuple(self.rules[i] for i in sorted(indices | wildcard))
             for verb, indices in literal.items()
         }
 

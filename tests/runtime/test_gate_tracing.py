@@ -76,7 +76,7 @@ def test_an_invalid_traceparent_is_replaced_and_never_logged_raw(header: str) ->
     gate = Gate(Policy.from_dict(POLICY), sink=sink)
     decision = gate.check(ACTION, traceparent=header, tracestate="vendor=abc")
     assert decision.trace_origin == "replaced_invalid"
-    assert decision.trace_id != TRACE_ID.upper().lower() or header == HEADER.upper()
+    assert decision.trace_id != TRACE_ID  # a rejected header never donates its trace id
     assert decision.tracestate is None  # tracestate means nothing without its traceparent
     assert sink.records("/decisions")[0]["trace_origin"] == "replaced_invalid"
     logged = b"".join(entry.data for entry in sink.entries)
