@@ -36,7 +36,6 @@ from pathlib import Path
 from types import TracebackType
 from typing import IO, Any, Final
 
-import structlog
 from mcap.writer import LIBRARY_IDENTIFIER, CompressionType, Writer
 
 from audit._chain import (
@@ -51,10 +50,11 @@ from audit._chain import (
 )
 from audit._schemas import MESSAGE_ENCODING, SCHEMA_ENCODING, TOPICS, schema_data
 from runtime import AuditError, RunStart
+from runtime._logging import get_event_log  # the SDK's one event-logging seam (SPEC §5)
 
 __all__ = ["McapAuditSink"]
 
-_log = structlog.get_logger("ghost.audit")
+_log = get_event_log("ghost.audit")
 
 _MIB: Final = 1024 * 1024
 _LIBRARY: Final = f"ghost-sdk; {LIBRARY_IDENTIFIER}"
@@ -194,7 +194,7 @@ class McapAuditSink:
             self._run = run
             run_id = linked.record["run_id"]
         _log.info(
-            "audit.run_opened", path=str(self._path), run_id=run_id, durability=self._durability
+            "ghost.run_opened", path=str(self._path), run_id=run_id, durability=self._durability
         )
 
     def append(self, topic: str, record: Mapping[str, Any]) -> str:
@@ -264,7 +264,7 @@ class McapAuditSink:
                 raise AuditError(f"cannot close audit log {self._path}: {_why(exc)}") from exc
         if sealed is not None:
             _log.info(
-                "audit.run_sealed",
+                "ghost.run_sealed",
                 path=str(self._path),
                 record_count=sealed.seq,
                 head_sha256=sealed.record["head_sha256"],
@@ -314,7 +314,7 @@ class McapAuditSink:
     def _failed(self, what: str, exc: Exception) -> AuditError:
         # Part of a record may be in the file: nothing written after it could be trusted.
         self._failure = _why(exc)
-        _log.error("audit.write_failed", path=str(self._path), error=type(exc).__name__)
+        _log.error("ghost.audit_write_failed", path=str(self._path), error=type(exc).__name__)
         return AuditError(f"cannot write {what} to audit log {self._path}: {self._failure}")
 
     def _close_file(self) -> None:

@@ -6,6 +6,7 @@
     ├── PolicyError(ValueError)          a policy that cannot be loaded as written
     ├── TraceContextError(ValueError)    a traceparent / tracestate header that must be dropped
     ├── CanonicalEncodingError(ValueError)  a value that has no canonical bytes
+    ├── EvaluationError                  an action the gate cannot evaluate: it is denied
     ├── ApprovalError                    misuse of the approval queue
     ├── ActionDenied                     `Gate.enforce` on a `deny` verdict
     ├── ApprovalPending                  `Gate.enforce` on a `pending` verdict
@@ -31,6 +32,7 @@ __all__ = [
     "ApprovalPending",
     "AuditError",
     "CanonicalEncodingError",
+    "EvaluationError",
     "GhostError",
     "PolicyError",
     "TraceContextError",
@@ -76,6 +78,19 @@ class TraceContextError(GhostError, ValueError):
 
 class CanonicalEncodingError(GhostError, ValueError):
     """A value cannot be put in canonical form (a float in a record, a lone surrogate, ...)."""
+
+
+class EvaluationError(GhostError):
+    """An action the gate cannot evaluate as written; the gate denies it (fail closed).
+
+    Raised inside `Gate.check` by the stages that judge an action — the input
+    snapshot, resource canonicalisation, ``when`` conditions, narrowing, the
+    scrubber's bounds — and turned into a recorded ``deny``. Every subclass
+    builds its message from policy data, bounds and type names that ghost has
+    already made safe, never from argument values, so the gate may put the
+    message in ``decision.reason``; any other exception is reported by its
+    type alone.
+    """
 
 
 class ApprovalError(GhostError):

@@ -14,7 +14,6 @@ import os
 from collections.abc import Mapping
 from typing import Any, Final
 
-import structlog
 from opentelemetry.trace import TracerProvider
 
 from runtime._action import Action, Decision
@@ -23,6 +22,7 @@ from runtime._clock import Clock, SystemClock
 from runtime._derivation import Outcome, derive, safe_reason
 from runtime._errors import ActionDenied, ApprovalPending, AuditError
 from runtime._ids import make_uuid7
+from runtime._logging import get_event_log
 from runtime._policy import Policy
 from runtime._scrub import Scrubber
 from runtime._sink import AuditSink, RunStart
@@ -34,7 +34,7 @@ __all__ = ["Gate"]
 
 ASSESSMENT_TOPIC: Final = "/assessments"
 DECISION_TOPIC: Final = "/decisions"
-_log = structlog.get_logger("ghost.gate")
+_log = get_event_log("ghost.gate")
 
 
 class Gate:

@@ -366,7 +366,7 @@ def test_logs_open_and_seal_without_record_contents(tmp_path: Path) -> None:
     with capture_logs() as events:
         write_run(tmp_path / "run.mcap")
     names = [event["event"] for event in events]
-    assert names == ["audit.run_opened", "audit.run_sealed"]
+    assert names == ["ghost.run_opened", "ghost.run_sealed"]
     assert events[1]["record_count"] == 6  # the records before the seal
     text = repr(events)
     assert "researcher" not in text
