@@ -32,6 +32,7 @@ from runtime._errors import (
     GhostError,
     PolicyError,
     TraceContextError,
+    UnsupportedValue,
 )
 from runtime._gate import Gate
 from runtime._ids import make_uuid7
@@ -72,6 +73,7 @@ __all__ = [
     "SystemClock",
     "TraceContextError",
     "TraceParent",
+    "UnsupportedValue",
     "canonical_bytes",
     "content_address",
     "jcs_bytes",

@@ -7,6 +7,7 @@
     ├── TraceContextError(ValueError)    a traceparent / tracestate header that must be dropped
     ├── CanonicalEncodingError(ValueError)  a value that has no canonical bytes
     ├── EvaluationError                  an action the gate cannot evaluate: it is denied
+    │   └── UnsupportedValue(TypeError)  an argument that is not plain data
     ├── ApprovalError                    misuse of the approval queue
     ├── ActionDenied                     `Gate.enforce` on a `deny` verdict
     ├── ApprovalPending                  `Gate.enforce` on a `pending` verdict
@@ -36,6 +37,7 @@ __all__ = [
     "GhostError",
     "PolicyError",
     "TraceContextError",
+    "UnsupportedValue",
 ]
 
 
@@ -91,6 +93,33 @@ class EvaluationError(GhostError):
     message in ``decision.reason``; any other exception is reported by its
     type alone.
     """
+
+
+class UnsupportedValue(EvaluationError, TypeError):
+    """An argument value is not plain data, so the gate cannot decide on it (SPEC §3).
+
+    Plain data is what JSON and bytes can say: ``dict`` with ``str`` keys,
+    ``list``, ``str``, ``bytes``, ``int``, finite ``float``, ``bool`` and
+    ``None`` (subclasses are converted to their base type first). Anything
+    else — a dataclass, an Enum, a set, a generator, a view, a non-``str``
+    key, NaN — denies, unless the host converts it with ``Gate(to_data=...)``.
+
+    Attributes:
+        type_name: the offending value's type, as ``type(value).__name__``
+            (an attacker can name a class; the gate scrubs what it records).
+        path: where it was, JSONPath-like (``$.items[2]``).
+        problem: what is wrong, when it is more than the type (``"NaN"``).
+    """
+
+    def __init__(self, type_name: str, path: str, problem: str | None = None) -> None:
+        self.type_name = type_name
+        self.path = path
+        self.problem = problem
+        what = problem if problem is not None else f"a {type_name}, which is not plain data"
+        super().__init__(
+            f"argument {path} is {what} (plain data: dict with str keys, list, str, bytes,"
+            " int, finite float, bool, None)"
+        )
 
 
 class ApprovalError(GhostError):
