@@ -246,3 +246,190 @@ _SECRET_MAKERS: dict[str, st.SearchStrategy[tuple[str, str]]] = {
     "phone_number": _phone(),
     "us_ssn": _ssn(),
 }
+
+
+# --- runtime: action snapshots and hostile disguises ---------------------------------
+#
+# Each class below is a subclass of a plain type whose every overridable method lies.
+# The gate's snapshot must read the base type's value (SPEC §3), so a disguised value
+# decides, hashes and runs exactly like the plain value it disguises.
+
+
+class LyingStr(str):
+    """A str whose methods all lie."""
+
+    __slots__ = ()
+
+    def __str__(self) -> str:
+        return "LIE"
+
+    def __repr__(self) -> str:
+        return "LIE"
+
+    def __len__(self) -> int:
+        return 0
+
+    def __iter__(self):  # type: ignore[no-untyped-def]
+        return iter("LIE")
+
+    def encode(self, *args: object, **kwargs: object) -> bytes:  # type: ignore[override]
+        return b"LIE"
+
+    def isascii(self) -> bool:
+        return True
+
+    def strip(self, *args: object) -> str:  # type: ignore[override]
+        return "LIE"
+
+
+class LyingInt(int):
+    """An int whose conversions lie."""
+
+    def __int__(self) -> int:
+        return 666
+
+    def __index__(self) -> int:
+        return 666
+
+    def __repr__(self) -> str:
+        return "666"
+
+    def __eq__(self, other: object) -> bool:
+        return True
+
+    def __hash__(self) -> int:
+        return 0
+
+    def __gt__(self, other: object) -> bool:
+        return False
+
+    def __lt__(self, other: object) -> bool:
+        return False
+
+
+class LyingFloat(float):
+    """A float whose conversions lie."""
+
+    def __float__(self) -> float:
+        return 6.66
+
+    def __repr__(self) -> str:
+        return "6.66"
+
+    def __gt__(self, other: object) -> bool:
+        return False
+
+    def __lt__(self, other: object) -> bool:
+        return False
+
+
+class LyingBytes(bytes):
+    """A bytes whose conversions lie."""
+
+    def __bytes__(self) -> bytes:
+        return b"LIE"
+
+    def __iter__(self):  # type: ignore[no-untyped-def]
+        return iter(b"LIE")
+
+    def decode(self, *args: object, **kwargs: object) -> str:  # type: ignore[override]
+        return "LIE"
+
+
+class LyingDict(dict):  # type: ignore[type-arg]
+    """A dict whose views and lookups lie (its storage holds the truth)."""
+
+    def items(self):  # type: ignore[no-untyped-def, override]
+        return [("LIE", "LIE")]
+
+    def keys(self):  # type: ignore[no-untyped-def, override]
+        return ["LIE"]
+
+    def values(self):  # type: ignore[no-untyped-def, override]
+        return ["LIE"]
+
+    def __iter__(self):  # type: ignore[no-untyped-def]
+        return iter(["LIE"])
+
+    def __getitem__(self, key: object) -> object:
+        return "LIE"
+
+    def get(self, key: object, default: object = None) -> object:  # type: ignore[override]
+        return "LIE"
+
+    def __contains__(self, key: object) -> bool:
+        return True
+
+    def __len__(self) -> int:
+        return 0
+
+
+class LyingList(list):  # type: ignore[type-arg]
+    """A list whose iteration and lookups lie."""
+
+    def __iter__(self):  # type: ignore[no-untyped-def]
+        return iter(["LIE"])
+
+    def __getitem__(self, index: object) -> object:
+        return "LIE"
+
+    def __len__(self) -> int:
+        return 0
+
+    def copy(self) -> list:  # type: ignore[type-arg]
+        return ["LIE"]
+
+
+class LyingTuple(tuple):  # type: ignore[type-arg]
+    """A tuple whose iteration lies."""
+
+    __slots__ = ()
+
+    def __iter__(self):  # type: ignore[no-untyped-def]
+        return iter(["LIE"])
+
+    def __getitem__(self, index: object) -> object:
+        return "LIE"
+
+    def __len__(self) -> int:
+        return 0
+
+
+def plain_form(value: object) -> object:
+    """What the snapshot makes of a plain value: tuples become lists, the rest as is."""
+    if isinstance(value, dict):
+        return {key: plain_form(item) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [plain_form(item) for item in value]
+    return value
+
+
+@st.composite
+def disguised(draw: st.DrawFn, value: object) -> object:
+    """``value`` (plain JSON-like data) with random parts replaced by lying subclasses."""
+    if isinstance(value, bool) or value is None:
+        return value
+    if isinstance(value, str):
+        return LyingStr(value) if draw(st.booleans()) else value
+    if isinstance(value, int):
+        return LyingInt(value) if draw(st.booleans()) else value
+    if isinstance(value, float):
+        return LyingFloat(value) if draw(st.booleans()) else value
+    if isinstance(value, bytes):
+        return LyingBytes(value) if draw(st.booleans()) else value
+    if isinstance(value, dict):
+        items = {
+            (LyingStr(key) if draw(st.booleans()) else key): draw(disguised(item))
+            for key, item in value.items()
+        }
+        return LyingDict(items) if draw(st.booleans()) else items
+    assert isinstance(value, list | tuple)
+    items_list = [draw(disguised(item)) for item in value]
+    kind = draw(st.sampled_from([list, tuple, LyingList, LyingTuple]))
+    return kind(items_list)
+
+
+def argument_dicts(*, floats: bool = True) -> st.SearchStrategy[dict[str, object]]:
+    """Tool arguments: a dict of JSON-like values, bytes included."""
+    leaf = st.one_of(json_values(floats=floats), st.binary(max_size=8))
+    return st.dictionaries(st.text(max_size=8), leaf, max_size=6)

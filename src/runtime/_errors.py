@@ -115,11 +115,12 @@ class UnsupportedValue(EvaluationError, TypeError):
         self.type_name = type_name
         self.path = path
         self.problem = problem
-        what = problem if problem is not None else f"a {type_name}, which is not plain data"
-        super().__init__(
-            f"argument {path} is {what} (plain data: dict with str keys, list, str, bytes,"
-            " int, finite float, bool, None)"
-        )
+        if problem is None:
+            problem = (
+                f"a {type_name}, which is not plain data (dict with str keys, list, str,"
+                " bytes, int, finite float, bool, None)"
+            )
+        super().__init__(f"argument {path} is {problem}")
 
 
 class ApprovalError(GhostError):

@@ -236,12 +236,13 @@ def cyclic() -> Any:
 @pytest.mark.parametrize(
     ("args", "why"),
     [
-        (Exploding(), "RuntimeError"),
-        (cyclic(), "ScrubLimitExceeded"),
-        ({"deep": deep(20_000)}, "ScrubLimitExceeded"),
-        ({"text": "x" * (3 << 20)}, "ScrubLimitExceeded"),
+        (Exploding(), "InvalidAction"),
+        ({"nested": Exploding()}, "UnsupportedValue"),
+        (cyclic(), "SnapshotLimitExceeded"),
+        ({"deep": deep(20_000)}, "SnapshotLimitExceeded"),
+        ({"text": "x" * (3 << 20)}, "SnapshotLimitExceeded"),
         (["not", "a", "mapping"], "InvalidAction"),
-        ({"s": "\ud800"}, "CanonicalEncodingError"),
+        ({"s": "\ud800"}, "UnsupportedValue"),
     ],
 )
 def test_any_doubt_becomes_a_recorded_deny(
@@ -258,11 +259,10 @@ def test_any_doubt_becomes_a_recorded_deny(
     assert len(records(sink, "/decisions")) == 1
 
 
-def test_opaque_objects_pass_through_without_being_stringified(gate: Gate) -> None:
-    opaque = BadStr()
-    decision = gate.check(Action("a", "search", "tool:search", {"obj": opaque}))
-    assert decision.verdict is RuntimeVerdict.ALLOW
-    assert decision.args["obj"] is opaque
+def test_opaque_objects_deny_without_being_stringified(gate: Gate) -> None:
+    decision = gate.check(Action("a", "search", "tool:search", {"obj": BadStr()}))
+    assert decision.verdict is RuntimeVerdict.DENY
+    assert decision.reason.startswith("denied: argument $.obj is a BadStr, which is not plain data")
 
 
 def test_condition_on_the_wrong_type_denies_instead_of_skipping_approval(gate: Gate) -> None:
