@@ -32,7 +32,7 @@ test: lint
 	$(BIN)/python -m pytest
 
 bench: $(VENV)/.installed-test
-	$(BIN)/python bench/run.py
+	$(BIN)/python -m bench.run
 
 clean:
 	rm -rf $(VENV) runs .mypy_cache .pytest_cache .ruff_cache .hypothesis
