@@ -149,8 +149,9 @@ def derive(
         detectors = ", ".join(sorted({f.detector for f in found}))
         reason = f"allowed with secrets removed ({detectors})"
         return outcome(RuntimeVerdict.SCRUB, reason, permitting, final, found, done)
+    # Narrowings that cancelled out are still part of the picture the assessment keeps.
     if permitting is None:
-        return outcome(
-            RuntimeVerdict.ALLOW, "no rule matched; the policy default is allow", None, final
-        )
-    return outcome(RuntimeVerdict.ALLOW, f"allowed by rule {permitting!r}", permitting, final)
+        reason = "no rule matched; the policy default is allow"
+        return outcome(RuntimeVerdict.ALLOW, reason, None, final, found, done)
+    reason = f"allowed by rule {permitting!r}"
+    return outcome(RuntimeVerdict.ALLOW, reason, permitting, final, found, done)

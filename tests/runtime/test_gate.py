@@ -153,6 +153,24 @@ def test_precedence(
     assert (decision.verdict.value, decision.matched_policy) == (verdict, matched)
 
 
+def test_narrowings_that_cancel_out_are_not_a_narrowing() -> None:
+    force = {"id": "force", "effect": "narrow", "narrow": {"set": {"mode": "safe"}}}
+    undo = {"id": "undo", "effect": "narrow", "narrow": {"set": {"mode": "open"}}}
+    gate, sink = make_gate(force, undo)
+    decision = gate.check(Action("a", "v", "r", {"mode": "open"}))
+    assert decision.verdict is RuntimeVerdict.ALLOW
+    assert decision.args == {"mode": "open"}
+    assert decision.matched_policy == "force"
+    (assessment,) = records(sink, "/assessments")
+    # The assessment still says what each rule did.
+    assert [n["rule"] for n in assessment["narrowings"]] == ["force", "undo"]
+    (record,) = records(sink, "/decisions")
+    assert record["executed_args_sha256"] == assessment["args_sha256"]
+    changed = gate.check(Action("a", "v", "r", {"mode": "other"}))
+    assert (changed.verdict, changed.matched_policy) == (RuntimeVerdict.NARROW, "force")
+    assert changed.args == {"mode": "open"}
+
+
 def test_narrow_that_was_also_scrubbed_keeps_both_in_the_assessment() -> None:
     gate, sink = make_gate(ALLOW, CLAMP)
     decision = gate.check(Action("a", "v", "r", {"n": 5, "m": EMAIL}))
