@@ -11,7 +11,7 @@ import pytest
 from mcap.reader import make_reader
 from mcap.writer import CompressionType, Writer
 
-from audit import LogFormatError, RunLog, read_run
+from audit import TOPICS, LogFormatError, ProblemKind, RunLog, read_run
 from audit._schemas import schema_data
 from tests.records import write_run
 
@@ -31,6 +31,7 @@ def _write_mcap(
             stream,
             use_chunking=chunked,
             compression=CompressionType.ZSTD if chunked else CompressionType.NONE,
+            enable_data_crcs=True,  # as ghost writes them
         )
         writer.start()
         ids = []
@@ -304,19 +305,29 @@ def test_an_altered_length_in_a_finished_file_is_damage_not_a_cut(tmp_path: Path
     (problem,) = log.problems
     assert problem == (
         "the record at byte 8 runs past the end of the file, yet the file ends with the"
-        " MCAP closing magic: it was altered, not cut, and nothing after that record"
-        " could be read"
+        " MCAP closing magic: it was altered, not cut, and no message or attachment after"
+        " that record could be read"
     )
+    # The summary repeats the channels: the file still shows it is ghost's.
+    assert [channel.topic for channel in log.channels] == list(TOPICS)
+
+
+def _failing_open(monkeypatch: pytest.MonkeyPatch, path: Path, error: OSError) -> None:
+    """Make opening ``path`` (and only it) fail as the operating system would."""
+    real_open = os.open
+
+    def failing(file: object, flags: int, *args: int, **kwargs: object) -> int:
+        if os.fspath(file) == os.fspath(path):  # type: ignore[call-overload]
+            raise error
+        return real_open(file, flags, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(os, "open", failing)
 
 
 def test_unreadable_file_even_as_root(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     path = tmp_path / "run.mcap"
     write_run(path)
-
-    def denied(self: Path) -> bytes:
-        raise PermissionError(13, "Permission denied")
-
-    monkeypatch.setattr(Path, "read_bytes", denied)
+    _failing_open(monkeypatch, path, PermissionError(13, "Permission denied"))
     _refused(path, "permission denied")
 
 
@@ -325,11 +336,7 @@ def test_other_os_errors_are_reported_with_their_reason(
 ) -> None:
     path = tmp_path / "run.mcap"
     write_run(path)
-
-    def broken(self: Path) -> bytes:
-        raise OSError(5, "Input/output error")
-
-    monkeypatch.setattr(Path, "read_bytes", broken)
+    _failing_open(monkeypatch, path, OSError(5, "Input/output error"))
     _refused(path, r"cannot be read \(Input/output error\)")
 
 
@@ -356,9 +363,18 @@ def test_unknown_records_are_skipped_without_losing_anything(tmp_path: Path) -> 
     unknown = b"\x80" + (3).to_bytes(8, "little") + b"new"  # a future MCAP record type
     path.write_bytes(raw[:attachment] + unknown + raw[attachment:])
     log = read_run(path)
-    assert log.records == intact.records
-    assert log.attachments == intact.attachments
-    # The CRCs notice the insertion (it moved every later offset); the attachment's holds.
-    assert len(log.problems) == 2
+    # Everything after the insertion moved by its 12 bytes; nothing else changed.
+    assert [(r.topic, r.data, r.offset - 12) for r in log.records] == [
+        (r.topic, r.data, r.offset) for r in intact.records
+    ]
+    assert [(a.data, a.offset - 12) for a in log.attachments] == [
+        (a.data, a.offset) for a in intact.attachments
+    ]
+    # The data-section CRC notices the insertion; so does the footer, whose pointer to the
+    # summary it moved (the summary itself, and the attachment's CRC, still hold).
+    assert [problem.kind for problem in log.read_problems] == [
+        ProblemKind.DATA_CRC_MISMATCH,
+        ProblemKind.SUMMARY_START_INVALID,
+    ]
     assert "data section fails its CRC check" in log.problems[0]
-    assert log.problems[1] == "the summary section fails its CRC check"
+    assert log.problems[1].startswith("the footer says the summary starts at byte")
