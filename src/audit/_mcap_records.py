@@ -146,23 +146,27 @@ class _Fields:
         return self._at
 
     def take(self, count: int, what: str) -> memoryview:
-        if count > self._end - self._at:
-            raise RecordError(f"its {what} runs past the record's end")
         start = self._at
-        self._at += count
+        if count > self._end - start:
+            raise RecordError(f"its {what} runs past the record's end")
+        self._at = start + count
         return self._view[start : self._at]
 
     def unpack(self, layout: struct.Struct, what: str) -> tuple[int, ...]:
-        return layout.unpack(self.take(layout.size, what))
+        start = self._at
+        if layout.size > self._end - start:
+            raise RecordError(f"its {what} runs past the record's end")
+        self._at = start + layout.size
+        return layout.unpack_from(self._view, start)
 
     def u16(self, what: str) -> int:
-        return int(_U16.unpack(self.take(2, what))[0])
+        return int(self.unpack(_U16, what)[0])
 
     def u32(self, what: str) -> int:
-        return int(_U32.unpack(self.take(4, what))[0])
+        return int(self.unpack(_U32, what)[0])
 
     def u64(self, what: str) -> int:
-        return int(_U64.unpack(self.take(8, what))[0])
+        return int(self.unpack(_U64, what)[0])
 
     def string(self, what: str) -> str:
         raw = self.take(self.u32(what), what)
@@ -173,8 +177,6 @@ class _Fields:
 
     def string_map(self, what: str) -> tuple[tuple[str, str], ...]:
         size = self.u32(what)
-        if size > self._end - self._at:
-            raise RecordError(f"its {what} runs past the record's end")
         # The map is read within its own stated size, so it cannot eat later fields.
         inner = _Fields(self.take(size, what))
         pairs: list[tuple[str, str]] = []
@@ -184,7 +186,7 @@ class _Fields:
         return tuple(pairs)
 
     def rest(self) -> memoryview:
-        return self.take(self._end - self._at, "rest")
+        return self._view[self._at : self._end]
 
 
 def read_header(body: memoryview) -> HeaderRecord:

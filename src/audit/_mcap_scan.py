@@ -76,6 +76,7 @@ _HELD: Final = frozenset(
 _IN_CHUNK: Final = frozenset({Opcode.SCHEMA, Opcode.CHANNEL, Opcode.MESSAGE})
 # DataEnd and Footer have fixed fields; padding after them is allowed but never large.
 _SMALL_LIMIT: Final = 4096
+_LOOKAHEAD: Final = PREFIX + _SMALL_LIMIT
 
 
 @dataclass(frozen=True, slots=True)
@@ -157,8 +158,8 @@ class McapScanner:
         first = True
         while not self._stop:
             start = source.position
-            since_mark = source.crc_since_mark
-            crc_before = source.crc
+            # DataEnd and the Footer need the CRCs at their start: keep it in the window.
+            source.ensure(_LOOKAHEAD)
             prefix = source.read(PREFIX)
             if len(prefix) < PREFIX:
                 if prefix:
@@ -194,9 +195,9 @@ class McapScanner:
                 break
             try:
                 if opcode == Opcode.FOOTER:
-                    yield from self._finish(start, prefix, body, since_mark)
+                    yield from self._finish(start, prefix, body)
                     break
-                yield from self._take(opcode, start, body, crc_before)
+                yield from self._take(opcode, start, body)
             except RecordError as exc:
                 yield _problem(
                     ProblemKind.RECORD_UNPARSABLE,
@@ -227,7 +228,7 @@ class McapScanner:
         )
 
     def _take(
-        self, opcode: int, start: int, body: memoryview, crc_before: int
+        self, opcode: int, start: int, body: memoryview
     ) -> Iterator[Found | ZeroCrc | ReadProblem]:
         if opcode == Opcode.MESSAGE:
             yield Found(start, None, read_message(body))
@@ -242,7 +243,7 @@ class McapScanner:
         elif opcode == Opcode.HEADER:
             yield Found(start, None, read_header(body))
         else:  # DataEnd: the only other record held
-            yield from self._data_end(start, read_data_end(body), crc_before)
+            yield from self._data_end(start, read_data_end(body))
 
     def _attachment(
         self, start: int, attachment: AttachmentRecord
@@ -257,11 +258,10 @@ class McapScanner:
             )
         yield Found(start, None, attachment)
 
-    def _data_end(
-        self, start: int, stored: int, crc_before: int
-    ) -> Iterator[ZeroCrc | ReadProblem]:
+    def _data_end(self, start: int, stored: int) -> Iterator[ZeroCrc | ReadProblem]:
         if self._data_end_at is not None:
             return  # a second DataEnd: the data section ended at the first
+        crc_before = self._source.crc_at(start)
         self._data_end_at = self._source.position
         self._source.mark()
         if stored == 0:
@@ -342,9 +342,10 @@ class McapScanner:
             at = end
 
     def _finish(
-        self, start: int, prefix: bytes, body: memoryview, since_mark: int | None
+        self, start: int, prefix: bytes, body: memoryview
     ) -> Iterator[ZeroCrc | ReadProblem]:
         footer = read_footer(body)
+        since_mark = self._source.crc_since_mark_at(start)
         self._footer = True
         self._has_summary = footer.summary_start != 0
         if footer.summary_crc == 0:

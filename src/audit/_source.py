@@ -7,10 +7,10 @@ finished (records are only ever appended), and `source_sha256` names that
 prefix. Bytes appended later are not read; a file cut by a crash is read to
 where it ends.
 
-Besides SHA-256, the source keeps two running CRC-32s for the MCAP checks:
-one over every byte from the start of the file (the data-section CRC covers
-the file up to its DataEnd record) and one from a mark (the summary CRC
-covers the summary section, which starts where DataEnd ends).
+Besides SHA-256, the source gives two CRC-32s for the MCAP checks: over
+every byte from the start of the file to an offset (the data-section CRC
+covers the file up to its DataEnd record), and from a mark to an offset (the
+summary CRC covers the summary section, which starts where DataEnd ends).
 
 Opening never blocks: the file is opened non-blocking and checked to be a
 regular file before a byte is read, so a FIFO or a device is refused, not
@@ -33,47 +33,88 @@ from audit._mcap_records import MAGIC
 
 __all__ = ["ByteSource", "open_source"]
 
-_BLOCK: Final = 1024 * 1024
-_BUFFER: Final = 64 * 1024
+_BLOCK: Final = 256 * 1024
 
 
 class ByteSource:
     """A file's first ``size`` bytes, read sequentially and hashed as read.
 
+    Records are served from a window of the file (one block, or the record
+    when larger), so that hashing and CRCs run per block, not per record.
+    The bytes before the window have been hashed; `crc_at` and
+    `crc_since_mark_at` give the CRCs at any offset still in the window, which
+    `ensure` keeps at the start of the record being read.
+
     Attributes:
+        path: the file.
         size: how many bytes the source will read (the file's size when opened,
             or less if the file shrank while it was read).
-        position: how many bytes have been read.
-        crc: CRC-32 of bytes ``[0, position)``.
-        crc_since_mark: CRC-32 of the bytes read since the last `mark`, or None
-            before the first.
     """
 
-    __slots__ = ("_file", "_sha256", "crc", "crc_since_mark", "path", "position", "size")
+    __slots__ = (
+        "_at",
+        "_crc",
+        "_file",
+        "_mark",
+        "_mark_crc",
+        "_sha256",
+        "_start",
+        "_window",
+        "path",
+        "size",
+    )
 
     def __init__(self, path: Path, file: BinaryIO, size: int) -> None:
         self.path = path
+        self.size = size
         self._file = file
         self._sha256 = hashlib.sha256()
-        self.size = size
-        self.position = 0
-        self.crc = 0
-        self.crc_since_mark: int | None = None
+        self._window = b""
+        self._start = 0  # file offset of the window's first byte
+        self._at = 0  # how much of the window has been read
+        self._crc = 0  # CRC-32 of [0, _start)
+        self._mark: int | None = None
+        self._mark_crc = 0  # CRC-32 of [_mark, _start) once the window has moved past the mark
+
+    @property
+    def position(self) -> int:
+        """How many bytes have been read."""
+        return self._start + self._at
 
     @property
     def remaining(self) -> int:
         """How many bytes are left to read."""
-        return self.size - self.position
+        return self.size - self._start - self._at
 
     def read(self, count: int) -> bytes:
-        """Read ``count`` bytes, or fewer only at the end; hash and CRC them."""
-        wanted = min(count, self.size - self.position)
-        data = self._file.read(wanted) if wanted > 0 else b""
-        if len(data) < wanted:
-            # The file shrank under us: its end is here now.
-            self.size = self.position + len(data)
-        self._account(data)
+        """Read ``count`` bytes, or fewer only at the end."""
+        end = self._at + count
+        if end <= len(self._window):
+            self._at = end
+            return self._window[end - count : end]
+        wanted = min(count, self.remaining)
+        if wanted > _BLOCK:
+            # Larger than a block: read it whole, past the window.
+            head = self._window[self._at :]
+            self._retire(len(self._window))
+            body = self._fetch(wanted - len(head))
+            self._account(body)
+            self._start += len(body)
+            return head + body
+        self.ensure(wanted)
+        data = self._window[self._at : self._at + wanted]
+        self._at += len(data)
         return data
+
+    def ensure(self, count: int) -> None:
+        """Keep at least ``count`` bytes (or all that are left) ahead in the window."""
+        ahead = len(self._window) - self._at
+        if ahead >= count or ahead >= self.remaining:
+            return
+        carried = self._window[self._at :]
+        self._retire(self._at)
+        more = min(max(_BLOCK, count) - len(carried), self.size - self._start - len(carried))
+        self._window = carried + self._fetch(more)
 
     def read_magic(self) -> None:
         """Read the leading MCAP magic.
@@ -96,30 +137,52 @@ class ByteSource:
 
     def skip(self, count: int) -> None:
         """Read past ``count`` bytes (or to the end) without holding more than a block."""
-        left = min(count, self.size - self.position)
-        while left > 0:
-            block = self.read(min(left, _BLOCK))
+        count = min(count, self.remaining)
+        if self._at + count <= len(self._window):
+            self._at += count
+            return
+        count -= len(self._window) - self._at
+        self._retire(len(self._window))
+        while count > 0:
+            block = self._fetch(min(count, _BLOCK))
             if not block:
                 return
-            left -= len(block)
+            self._account(block)
+            self._start += len(block)
+            count -= len(block)
 
     def drain(self) -> None:
         """Read (hash) the rest of the file."""
-        self.skip(self.size - self.position)
+        self.skip(self.remaining)
 
     def mark(self) -> None:
-        """Start `crc_since_mark` afresh at the current position."""
-        self.crc_since_mark = 0
+        """Start the CRC that `crc_since_mark_at` reports at the current position."""
+        self._mark = self.position
+        self._mark_crc = 0
+
+    def crc_at(self, offset: int) -> int:
+        """CRC-32 of bytes ``[0, offset)``, for an ``offset`` in the window read so far."""
+        return zlib.crc32(self._window[: self._in_window(offset)], self._crc)
+
+    def crc_since_mark_at(self, offset: int) -> int | None:
+        """CRC-32 of bytes ``[mark, offset)``, or None before any `mark`."""
+        if self._mark is None:
+            return None
+        end = self._in_window(offset)
+        if self._mark >= self._start:
+            return zlib.crc32(self._window[self._mark - self._start : end])
+        return zlib.crc32(self._window[:end], self._mark_crc)
 
     def sha256_hex(self) -> str:
         """Return the SHA-256 hex of the bytes read so far."""
-        return self._sha256.hexdigest()
+        digest = self._sha256.copy()
+        digest.update(self._window[: self._at])
+        return digest.hexdigest()
 
     def read_at(self, offset: int, count: int) -> bytes:
         """Read up to ``count`` bytes at ``offset`` (within ``size``) without hashing them.
 
-        For recovery only: the bytes are read again by the sequential pass,
-        which alone hashes them. The sequential position is kept.
+        For recovery only: the sequential pass alone hashes the file.
         """
         count = max(0, min(count, self.size - offset))
         if offset < 0 or count == 0:
@@ -131,12 +194,43 @@ class ByteSource:
         finally:
             self._file.seek(resume)
 
+    def _in_window(self, offset: int) -> int:
+        at = offset - self._start
+        if not 0 <= at <= self._at:
+            raise ValueError(f"offset {offset} is not in the window read so far")
+        return at
+
+    def _fetch(self, count: int) -> bytes:
+        """Read ``count`` bytes from the file, after the window (fewer at its end)."""
+        parts: list[bytes] = []
+        got = 0
+        while got < count:
+            part = self._file.read(count - got)
+            if not part:
+                # The file shrank under us: its end is here now.
+                self.size = self._start + len(self._window) + got
+                break
+            parts.append(part)
+            got += len(part)
+        return b"".join(parts)
+
+    def _retire(self, upto: int) -> None:
+        """Hash the window's first ``upto`` bytes and drop them."""
+        done = self._window[:upto]
+        self._account(done)
+        self._window = self._window[upto:]
+        self._at -= upto
+        self._start += upto
+
     def _account(self, data: bytes) -> None:
-        self.position += len(data)
+        # Called with the bytes at [_start, _start + len(data)), before _start moves past them.
         self._sha256.update(data)
-        self.crc = zlib.crc32(data, self.crc)
-        if self.crc_since_mark is not None:
-            self.crc_since_mark = zlib.crc32(data, self.crc_since_mark)
+        if self._mark is not None and self._mark < self._start + len(data):
+            if self._mark >= self._start:
+                self._mark_crc = zlib.crc32(data[self._mark - self._start :])
+            else:
+                self._mark_crc = zlib.crc32(data, self._mark_crc)
+        self._crc = zlib.crc32(data, self._crc)
 
 
 @contextlib.contextmanager
@@ -154,7 +248,7 @@ def open_source(path: Path) -> Iterator[ByteSource]:
             raise LogFormatError(path, "it is a directory, not a file")
         if not stat.S_ISREG(mode.st_mode):
             raise LogFormatError(path, "it is not a regular file")
-        file = os.fdopen(descriptor, "rb", buffering=_BUFFER)
+        file = os.fdopen(descriptor, "rb", buffering=0)
     except BaseException:
         os.close(descriptor)
         raise
