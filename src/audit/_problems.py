@@ -115,10 +115,10 @@ class ReadLimits:
             chunk that inflates past its claim is stopped one byte past it.
         max_record_bytes: the largest record held whole (a message, an
             attachment, a schema...; default 16 MiB).
-        max_held_bytes: what a streaming read holds besides the current chunk:
-            schema and channel definitions, messages waiting for a channel
-            defined later, and items held until the file shows it is ghost's
-            (default 64 MiB).
+        max_held_bytes: the bound on each thing a streaming read holds besides
+            the current chunk: schema and channel definitions; messages waiting
+            for a channel defined later; items held until the file shows it is
+            ghost's (default 64 MiB each).
         max_retained_bytes: what `read_run` keeps of message and attachment
             bytes (default 256 MiB; Python objects cost several times that);
             larger runs are for `iter_run`.

@@ -72,6 +72,9 @@ GHOST_LIBRARY: Final = "ghost-sdk"
 """What the Header's ``library`` field of every ghost log starts with."""
 
 _GHOST_RECORD_MARK: Final = b'"schema":"ghost.'  # in a ghost record's canonical bytes
+# What a streaming read holds, each within ReadLimits.max_held_bytes.
+_WAITING: Final = "messages on channels not yet defined"
+_UNPROVEN: Final = "records before the file shows it is ghost's"
 # Definitions cost their bytes plus a little for the objects around them.
 _DEFINITION_OVERHEAD: Final = 256
 
@@ -177,7 +180,7 @@ class _RunStream:
         self._ghost = False
         self._held: list[RunItem] = []
         self._ready: list[RunItem] = []
-        self._held_bytes = 0
+        self._held_bytes: Counter[str] = Counter()  # by what is held: each has its own bound
         self._memory_reported: set[str] = set()
         self._problem_count = 0
         self._header: HeaderRecord | None = None
@@ -321,7 +324,7 @@ class _RunStream:
                 )
             )
         for waiting in self._pending.pop(channel_id, ()):
-            self._held_bytes -= len(_message_of(waiting).data)
+            self._held_bytes[_WAITING] -= len(_message_of(waiting).data)
             self._deliver(waiting, logged)
 
     def _message(self, event: Found, message: MessageRecord) -> None:
@@ -329,7 +332,7 @@ class _RunStream:
         channel = self._resolved.get(message.channel_id)
         if channel is not None:
             self._deliver(event, channel)
-        elif self._hold(len(message.data), "messages on channels not yet defined", event.offset):
+        elif self._hold(len(message.data), _WAITING, event.offset):
             self._pending.setdefault(message.channel_id, []).append(event)
 
     def _deliver(self, event: Found, channel: LoggedChannel) -> None:
@@ -360,9 +363,9 @@ class _RunStream:
     # -- bounds, problems, output --------------------------------------------------------
 
     def _hold(self, size: int, what: str, offset: int) -> bool:
-        """Hold ``size`` more bytes; False (and one problem per ``what``) if over the bound."""
-        if self._held_bytes + size <= self._limits.max_held_bytes:
-            self._held_bytes += size
+        """Hold ``size`` more bytes of ``what``; False (and one problem per ``what``) if over."""
+        if self._held_bytes[what] + size <= self._limits.max_held_bytes:
+            self._held_bytes[what] += size
             return True
         if what not in self._memory_reported:
             self._memory_reported.add(what)
@@ -408,13 +411,15 @@ class _RunStream:
             if self._held:
                 yield from self._held
                 self._held.clear()
+                self._held_bytes[_UNPROVEN] = 0
             yield from self._ready
             self._ready.clear()
             return
         # Not yet known to be ghost's: hold the items, within the bound.
         for item in self._ready:
-            size = len(item.data) if isinstance(item, LoggedRecord | LoggedAttachment) else 0
-            if size == 0 or self._hold(size, "records before the file shows it is ghost's", 0):
+            if not isinstance(item, LoggedRecord | LoggedAttachment) or self._hold(
+                len(item.data), _UNPROVEN, item.offset
+            ):
                 self._held.append(item)
         self._ready.clear()
 

@@ -96,7 +96,8 @@ class ByteSource:
         if wanted > _BLOCK:
             # Larger than a block: read it whole, past the window.
             head = self._window[self._at :]
-            self._retire(len(self._window))
+            self._at = len(self._window)
+            self._retire(self._at)
             body = self._fetch(wanted - len(head))
             self._account(body)
             self._start += len(body)
@@ -142,7 +143,8 @@ class ByteSource:
             self._at += count
             return
         count -= len(self._window) - self._at
-        self._retire(len(self._window))
+        self._at = len(self._window)
+        self._retire(self._at)
         while count > 0:
             block = self._fetch(min(count, _BLOCK))
             if not block:

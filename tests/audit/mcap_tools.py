@@ -315,3 +315,34 @@ class RecordWriter:
         self.write_footer(summary_start, summary_offset_start, crc)
         self.raw(MAGIC)
         return bytes(self.buffer)
+
+
+def zstd_rle_frame(total: int, *, window_log: int = 17, byte: int = 0) -> bytes:
+    """A zstd frame of RLE blocks that inflates to ``total`` copies of ``byte`` (RFC 8878).
+
+    Each block is 4 bytes and inflates to 128 KiB, so 1 GiB takes 32 KiB: the
+    decompression bomb the reader must refuse. Built by hand, in no time; the frame
+    header declares the content size and a window of ``2**window_log`` bytes.
+    """
+    block = 1 << 17
+    if total % block or not 10 <= window_log <= 41:
+        raise ValueError("total must be a multiple of 128 KiB, window_log within 10..41")
+    # Frame header: 8-byte content size, not single-segment, so a window descriptor follows.
+    frame = bytearray(b"\x28\xb5\x2f\xfd") + bytes([0xC0, (window_log - 10) << 3]) + u64(total)
+    blocks = total // block
+    for index in range(blocks):
+        last = index == blocks - 1
+        header = int(last) | (1 << 1) | (block << 3)  # Last_Block, Block_Type 1 (RLE), size
+        frame += header.to_bytes(3, "little") + bytes([byte])
+    return bytes(frame)
+
+
+def ghost_prelude(writer: RecordWriter, *, library: str = "ghost-sdk; tests") -> None:
+    """Write what a ghost sink writes first: magic, Header, the five schemas and channels."""
+    from audit._schemas import MESSAGE_ENCODING, SCHEMA_ENCODING, TOPICS, schema_data
+
+    writer.raw(MAGIC)
+    writer.write_header("", library)
+    for number, (topic, name) in enumerate(TOPICS.items(), start=1):
+        writer.write_schema(number, name, SCHEMA_ENCODING, schema_data(name))
+        writer.write_channel(number, number, topic, MESSAGE_ENCODING)
