@@ -75,6 +75,16 @@ _GHOST_RECORD_MARK: Final = b'"schema":"ghost.'  # in a ghost record's canonical
 # What a streaming read holds, each within ReadLimits.max_held_bytes.
 _WAITING: Final = "messages on channels not yet defined"
 _UNPROVEN: Final = "records before the file shows it is ghost's"
+# Problems that say nothing about whether the bytes are MCAP at all.
+_NOT_DAMAGE: Final = frozenset(
+    {
+        ProblemKind.CRC_MISSING,
+        ProblemKind.UNKNOWN_CHANNEL,
+        ProblemKind.FOREIGN_TOPIC,
+        ProblemKind.MEMORY_LIMIT,
+        ProblemKind.TOO_MANY_PROBLEMS,
+    }
+)
 # Definitions cost their bytes plus a little for the objects around them.
 _DEFINITION_OVERHEAD: Final = 256
 
@@ -483,9 +493,15 @@ class _RunStream:
         )
 
     def _not_ghost(self) -> str:
-        if not self._channels and self._problem_count:
-            first = next(item for item in self._held + self._ready if isinstance(item, ReadProblem))
-            return f"it begins with the MCAP magic, but what follows is not MCAP: {first.message}"
+        damage = [
+            item
+            for item in self._held + self._ready
+            if isinstance(item, ReadProblem) and item.kind not in _NOT_DAMAGE
+        ]
+        if not self._channels and damage:
+            return (
+                f"it begins with the MCAP magic, but what follows is not MCAP: {damage[0].message}"
+            )
         topics = sorted({channel.topic for channel, _ in self._channels.values()})
         library = "unknown" if self._header is None else repr(self._header.library)
         return (
