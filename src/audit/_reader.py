@@ -194,7 +194,6 @@ class _RunStream:
         self._memory_reported: set[str] = set()
         self._problem_count = 0
         self._header: HeaderRecord | None = None
-        self._seen_content = False
         self._schemas: dict[int, SchemaRecord] = {}
         self._channels: dict[int, tuple[ChannelRecord, int]] = {}
         self._resolved: dict[int, LoggedChannel] = {}
@@ -239,7 +238,6 @@ class _RunStream:
             elif isinstance(record, SchemaRecord):
                 self._define_schema(event, record)
             elif isinstance(record, AttachmentRecord):
-                self._seen_content = True
                 self._ready.append(
                     LoggedAttachment(
                         name=record.name,
@@ -257,7 +255,6 @@ class _RunStream:
                     self._ghost = True
 
     def _define_schema(self, event: Found, schema: SchemaRecord) -> None:
-        self._seen_content = True
         known = self._schemas.get(schema.id)
         if known is not None:
             if known != schema:
@@ -281,7 +278,6 @@ class _RunStream:
             self._resolve(channel_id)
 
     def _define_channel(self, event: Found, channel: ChannelRecord) -> None:
-        self._seen_content = True
         known = self._channels.get(channel.id)
         if known is not None:
             if known[0] != channel:
@@ -338,7 +334,6 @@ class _RunStream:
             self._deliver(waiting, logged)
 
     def _message(self, event: Found, message: MessageRecord) -> None:
-        self._seen_content = True
         channel = self._resolved.get(message.channel_id)
         if channel is not None:
             self._deliver(event, channel)
@@ -421,7 +416,6 @@ class _RunStream:
             if self._held:
                 yield from self._held
                 self._held.clear()
-                self._held_bytes[_UNPROVEN] = 0
             yield from self._ready
             self._ready.clear()
             return
@@ -484,13 +478,13 @@ class _RunStream:
         )
 
     def _crashed_at_creation(self, scan: ScanEnd) -> bool:
-        """The magic alone, or a clean cut inside the Header: a writer killed as it began."""
-        return (
-            scan.truncated
-            and self._header is None
-            and not self._seen_content
-            and self._problem_count == 0
-        )
+        """The magic alone, or a clean cut inside the Header: a writer killed as it began.
+
+        Nothing else can be in such a file: any record but a Header first is
+        a problem (`ProblemKind.HEADER_MISSING`), and a Header that does not
+        parse is one too.
+        """
+        return scan.truncated and self._header is None and self._problem_count == 0
 
     def _not_ghost(self) -> str:
         damage = [

@@ -160,7 +160,6 @@ class ByteSource:
     def mark(self) -> None:
         """Start the CRC that `crc_since_mark_at` reports at the current position."""
         self._mark = self.position
-        self._mark_crc = 0
 
     def crc_at(self, offset: int) -> int:
         """CRC-32 of bytes ``[0, offset)``, for an ``offset`` in the window read so far."""

@@ -565,3 +565,56 @@ def test_unknown_and_index_records_are_read_past_without_limit(tmp_path: Path) -
     events = _scan(tmp_path, _minimal(build=build), limits)
     assert _problems(events) == []
     assert _end(events).message_index_count == 1
+
+
+def test_two_magics_and_nothing_else_were_altered_not_cut(tmp_path: Path) -> None:
+    assert _problems(_scan(tmp_path, MAGIC + MAGIC)) == [ProblemKind.ALTERED_LENGTH]
+    assert _problems(_scan(tmp_path, MAGIC + MAGIC[:7])) == []  # fifteen bytes: a cut
+
+
+def _altered_with_summary_at(summary_at: int | None, limits: ReadLimits) -> list[object]:
+    writer = RecordWriter()
+    writer.raw(MAGIC)
+    writer.write_header("", "x")
+    writer.write_schema(1, "s", "e", b"{}")
+    writer.write_channel(1, 1, "/t", "json")
+    message = len(writer)
+    writer.write_message(1, 0, 0, 0, b"m")
+    writer.write_data_end()
+    summary = len(writer)
+    writer.write_schema(1, "s", "e", b"{}")
+    data = bytearray(writer.finish(summary_start=summary if summary_at is None else summary_at))
+    data[message + 1 : message + 9] = u64(len(data))  # the message now runs past the end
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as directory:
+        return _scan(Path(directory), bytes(data), limits)
+
+
+def test_recovery_reads_a_summary_that_starts_right_after_the_magic() -> None:
+    events = _altered_with_summary_at(8, DEFAULT_LIMITS)
+    assert _problems(events) == [ProblemKind.ALTERED_LENGTH]
+    recovered = [event for event in events if isinstance(event, Found) and event.offset > 8]
+    # Read again from offset 8: the header is passed over, the definitions are recovered,
+    # and the altered message (running past the footer) ends the walk.
+    assert [type(found.record).__name__ for found in recovered] == [
+        "SchemaRecord",
+        "ChannelRecord",
+        "SchemaRecord",
+        "ChannelRecord",
+    ]
+
+
+def test_recovery_takes_a_definition_exactly_at_the_record_bound() -> None:
+    schema_body = 2 + 4 + 1 + 4 + 1 + 4 + 2  # id, name "s", encoding "e", data "{}"
+
+    def schemas(events: list[object]) -> int:
+        return sum(
+            isinstance(e, Found) and type(e.record).__name__ == "SchemaRecord" for e in events
+        )
+
+    # The data section's schema, and the summary's, recovered: both exactly at the bound.
+    assert schemas(_altered_with_summary_at(None, ReadLimits(max_record_bytes=schema_body))) == 2
+    below = _altered_with_summary_at(None, ReadLimits(max_record_bytes=schema_body - 1))
+    assert ProblemKind.RECORD_TOO_LARGE in _problems(below)
+    assert schemas(below) == 0

@@ -448,3 +448,48 @@ def test_a_summary_crc_is_checked_over_the_summary_and_footer(tmp_path: Path) ->
     assert _kinds(log.read_problems) == [ProblemKind.SUMMARY_CRC_MISMATCH]
     assert log.end.summary_crc is CrcStatus.MISMATCH
     assert log.read_problems[0].offset == footer
+
+
+def test_read_run_keeps_what_fits_the_bound_exactly(tmp_path: Path) -> None:
+    path = tmp_path / "run.mcap"
+    write_run(path, decisions=2)
+    full = read_run(path)
+    # The attachment comes first, then /run, then the first assessment.
+    exact = len(full.attachments[0].data) + len(full.records[0].data) + len(full.records[1].data)
+    log = read_run(path, limits=ReadLimits(max_retained_bytes=exact))
+    assert (len(log.attachments), len(log.records)) == (1, 2)
+    log = read_run(path, limits=ReadLimits(max_retained_bytes=exact - 1))
+    assert (len(log.attachments), len(log.records)) == (1, 1)
+
+
+def test_messages_released_to_their_channel_free_the_bound(tmp_path: Path) -> None:
+    limits = ReadLimits(max_held_bytes=64 * 1024)
+
+    def build(writer: RecordWriter) -> None:
+        # Two batches of about 40 KiB each wait for a channel: together they would not fit.
+        for channel_id in (9, 10):
+            for seq in range(700):
+                writer.write_message(channel_id, seq, seq, seq, _message(seq))
+            writer.write_channel(channel_id, 3, "/decisions", "json")
+
+    log = read_run(_ghost_file(tmp_path / "late.mcap", build), limits=limits)
+    assert log.problems == ()
+    assert len(log.records) == 1400
+
+
+@pytest.mark.parametrize("where", ["schema names", "channel topics", "channel metadata"])
+def test_definitions_count_every_field_against_the_bound(tmp_path: Path, where: str) -> None:
+    limits = ReadLimits(max_held_bytes=64 * 1024)
+    long = "x" * 2000
+
+    def build(writer: RecordWriter) -> None:
+        for number in range(100, 140):  # 40 definitions of 2000 bytes and more: over 64 KiB
+            if where == "schema names":
+                writer.write_schema(number, long, "jsonschema", b"")
+            elif where == "channel topics":
+                writer.write_channel(number, 0, long, "json")
+            else:
+                writer.write_channel(number, 0, f"/t{number}", "json", {"k": long})
+
+    log = read_run(_ghost_file(tmp_path / "defs.mcap", build), limits=limits)
+    assert _kinds(log.read_problems)[:1] == [ProblemKind.MEMORY_LIMIT]
