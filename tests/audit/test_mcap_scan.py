@@ -618,3 +618,45 @@ def test_recovery_takes_a_definition_exactly_at_the_record_bound() -> None:
     below = _altered_with_summary_at(None, ReadLimits(max_record_bytes=schema_body - 1))
     assert ProblemKind.RECORD_TOO_LARGE in _problems(below)
     assert schemas(below) == 0
+
+
+def test_decoded_records_and_reader_values_are_frozen_and_slotted() -> None:
+    import dataclasses
+
+    from audit import LoggedAttachment, LoggedChannel, LoggedRecord, ReadEnd, ReadProblem
+    from audit._mcap_records import (
+        AttachmentRecord,
+        ChannelRecord,
+        ChunkRecord,
+        FooterRecord,
+        HeaderRecord,
+        MessageRecord,
+        SchemaRecord,
+    )
+    from audit._mcap_scan import ScanEnd
+
+    for cls in (
+        HeaderRecord,
+        SchemaRecord,
+        ChannelRecord,
+        MessageRecord,
+        ChunkRecord,
+        AttachmentRecord,
+        FooterRecord,
+        Found,
+        ZeroCrc,
+        ScanEnd,
+        ReadProblem,
+        ReadLimits,
+        ReadEnd,
+        LoggedRecord,
+        LoggedAttachment,
+        LoggedChannel,
+    ):
+        params = cls.__dataclass_params__  # type: ignore[attr-defined]
+        assert params.frozen, cls
+        assert "__slots__" in vars(cls), cls
+        assert dataclasses.is_dataclass(cls)
+    header = HeaderRecord("p", "l")
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        header.library = "x"  # type: ignore[misc]

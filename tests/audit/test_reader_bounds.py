@@ -477,7 +477,17 @@ def test_messages_released_to_their_channel_free_the_bound(tmp_path: Path) -> No
     assert len(log.records) == 1400
 
 
-@pytest.mark.parametrize("where", ["schema names", "channel topics", "channel metadata"])
+@pytest.mark.parametrize(
+    "where",
+    [
+        "schema names",
+        "schema encodings",
+        "channel topics",
+        "channel encodings",
+        "channel metadata keys",
+        "channel metadata values",
+    ],
+)
 def test_definitions_count_every_field_against_the_bound(tmp_path: Path, where: str) -> None:
     limits = ReadLimits(max_held_bytes=64 * 1024)
     long = "x" * 2000
@@ -486,10 +496,30 @@ def test_definitions_count_every_field_against_the_bound(tmp_path: Path, where: 
         for number in range(100, 140):  # 40 definitions of 2000 bytes and more: over 64 KiB
             if where == "schema names":
                 writer.write_schema(number, long, "jsonschema", b"")
+            elif where == "schema encodings":
+                writer.write_schema(number, f"s{number}", long, b"")
             elif where == "channel topics":
                 writer.write_channel(number, 0, long, "json")
+            elif where == "channel encodings":
+                writer.write_channel(number, 0, f"/t{number}", long)
+            elif where == "channel metadata keys":
+                writer.write_channel(number, 0, f"/t{number}", "json", {long: "v"})
             else:
                 writer.write_channel(number, 0, f"/t{number}", "json", {"k": long})
 
     log = read_run(_ghost_file(tmp_path / "defs.mcap", build), limits=limits)
     assert _kinds(log.read_problems)[:1] == [ProblemKind.MEMORY_LIMIT]
+
+
+def test_the_zstd_window_allowed_is_the_smallest_power_of_two_holding_a_chunk() -> None:
+    from audit._inflate import InflateError, Inflater
+
+    bound = (1 << 20) + 1  # needs a 2 MiB window; 1 MiB is too small
+    frame = zstd_rle_frame(1 << 23, window_log=21)  # declares a 2 MiB window, inflates to 8 MiB
+    with pytest.raises(InflateError) as raised:
+        Inflater(bound).inflate("zstd", memoryview(frame), bound)
+    assert raised.value.kind is ProblemKind.CHUNK_OVERFLOW  # decoded, and stopped past the claim
+    assert str(raised.value) == raised.value.why
+    with pytest.raises(InflateError) as raised:
+        Inflater(1 << 20).inflate("zstd", memoryview(frame), 1 << 20)
+    assert raised.value.kind is ProblemKind.CHUNK_CORRUPT  # a window over the bound is refused
