@@ -269,6 +269,9 @@ def _check_text(text: str) -> bytes:
     """Check the note-wide rules (rule 4, and a final newline); return the UTF-8 bytes."""
     if not text:
         raise NoteError("a note is empty")
+    # Checked before encoding too: a huge string is refused without copying it.
+    if len(text) > MAX_NOTE_BYTES:
+        raise NoteError(f"a note is at most {MAX_NOTE_BYTES} bytes")
     try:
         encoded = text.encode("utf-8")
     except UnicodeEncodeError:

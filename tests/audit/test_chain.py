@@ -212,3 +212,20 @@ def test_run_record_refuses_a_source_hash_that_does_not_match() -> None:
     bad = dataclasses.replace(make_run_start(), policy_source=b"x")
     with pytest.raises(AuditError, match="not the SHA-256 of policy_source"):
         make_run_record(bad, "process")
+
+
+def test_link_checks_the_record_itself() -> None:
+    # Sinks check first too, but the chain must not depend on them.
+    chain = Chain()
+    chain.commit(chain.link("/run", _run_record()))
+    with pytest.raises(AuditError, match="must have schema"):
+        chain.link("/decisions", {"schema": "ghost.approval/1", "stamp_ns": 1})
+    with pytest.raises(AuditError, match="must not carry seq"):
+        chain.link("/decisions", _note(1, seq=1))
+    assert chain.next_seq == 1
+
+
+def test_a_chained_record_is_frozen() -> None:
+    linked = Chain().link("/run", _run_record())
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        linked.sha256 = "0" * 64  # type: ignore[misc]

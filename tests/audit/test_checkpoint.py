@@ -211,6 +211,13 @@ def test_schedule_boundaries() -> None:
     assert schedule.due(9)
 
 
+def test_a_fresh_schedule_counts_from_the_start() -> None:
+    schedule = CheckpointSchedule(every_records=3, every_ns=100, clock=ManualClock())
+    assert not schedule.due(2)
+    assert schedule.due(3)
+    assert not hasattr(schedule, "__dict__")  # slotted: no stray attribute can shadow the state
+
+
 def test_schedule_with_a_zero_interval_checkpoints_after_every_record() -> None:
     schedule = CheckpointSchedule(every_records=100, every_ns=0, clock=ManualClock())
     schedule.written(2)
@@ -501,5 +508,5 @@ def test_a_missing_or_unreadable_anchor_file(
         raise OSError(5, "Input/output error")
 
     monkeypatch.setattr(Path, "open", broken)
-    with pytest.raises(NoteError, match="Input/output error"):
+    with pytest.raises(NoteError, match=r"it cannot be read \(Input/output error\)$"):
         load_checkpoint_note(path)

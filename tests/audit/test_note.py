@@ -12,6 +12,7 @@ Every signature is also checked with `cryptography` alone.
 from __future__ import annotations
 
 import base64
+import dataclasses
 from typing import Any
 
 import pytest
@@ -239,6 +240,9 @@ SIG = GO_NOTES[1].split("\n\n")[1]
         (TEXT + "\n" + _sig_line(raw=b""), "canonical standard base64"),
         (TEXT + "\n" + _sig_line() * (MAX_NOTE_SIGNATURES + 1), "more than 100"),
         ("x" * MAX_NOTE_BYTES + "\n", "at most"),
+        ("é" * (MAX_NOTE_BYTES // 2) + "\n", "at most"),  # under the limit in characters only
+        # Too long is refused before it is encoded (so before its lone surrogate is found).
+        ("\ud800" + "x" * MAX_NOTE_BYTES + "\n", "at most"),
     ],
 )
 def test_parse_note_refuses(note: str, message: str) -> None:
@@ -362,3 +366,23 @@ def test_any_single_character_edit_of_a_signed_note_is_caught(data: st.DataObjec
     except NoteError:
         return
     raise AssertionError(f"an edit at {position} was accepted: {outcome}")
+
+
+def test_the_documented_limits() -> None:
+    assert MAX_NOTE_BYTES == 64 * 1024
+    assert MAX_NOTE_SIGNATURES == 100
+
+
+def test_a_note_whose_text_is_a_single_newline() -> None:
+    # The blank line may come first: the signatures are what follows the last one.
+    parsed = parse_note("\n\n" + SIG)
+    assert parsed.text == "\n"
+    assert len(parsed.signatures) == 1
+
+
+def test_note_values_are_frozen() -> None:
+    parsed = parse_checkpoint_note(GO_NOTES[1])
+    result = parsed.verify([NoteVerifier.for_key(KEY0.public_key())])
+    for value in (parsed, parsed.note, parsed.checkpoint, parsed.note.signatures[0], result):
+        with pytest.raises(dataclasses.FrozenInstanceError):
+            setattr(value, dataclasses.fields(value)[0].name, None)
