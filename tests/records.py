@@ -121,10 +121,18 @@ def append_decisions(sink: Any, count: int, *, start_ns: int = STAMP_NS) -> list
 
 
 def write_run(
-    path: Path, *, decisions: int = 2, durability: Durability = "process", close: bool = True
+    path: Path,
+    *,
+    decisions: int = 2,
+    durability: Durability = "process",
+    close: bool = True,
+    **options: Any,
 ) -> McapAuditSink:
-    """Write a small run to ``path``: /run, assessments, decisions, an approval, /seal."""
-    sink = McapAuditSink(path, durability=durability)
+    """Write a small run to ``path``: /run, checkpoints, assessments, decisions, an approval, /seal.
+
+    ``options`` go to `McapAuditSink` (``signing_key=``, ``checkpoint_every_records=``, ...).
+    """
+    sink = McapAuditSink(path, durability=durability, **options)
     sink.open_run(make_run_start())
     append_decisions(sink, decisions)
     if close:

@@ -116,13 +116,24 @@ def test_a_cut_at_every_byte_yields_exactly_the_complete_records(
     size = path.stat().st_size
     counts, full = _check_cuts(path, list(range(size + 1)))
     records = len(full.records)
-    assert records == 5  # /run, an assessment, a decision, an approval, the seal
+    # /run and its checkpoint, an assessment, a decision, an approval, the final
+    # checkpoint and the seal.
+    assert [r.topic for r in full.records] == [
+        "/run",
+        "/checkpoints",
+        "/assessments",
+        "/decisions",
+        "/approvals",
+        "/checkpoints",
+        "/seal",
+    ]
     if durability == "process":
         # Records reach the file one by one, so every prefix is some cut's.
         assert counts == set(range(records + 1))
     else:
-        # The /run record has a chunk of its own (flushed at once); the rest share one.
-        assert counts == {0, 1, records}
+        # The /run record and its checkpoint have a chunk of their own (flushed at
+        # once); the rest share one.
+        assert counts == {0, 2, records}
 
 
 @pytest.mark.parametrize("durability", ["process", "chunk"])
