@@ -338,7 +338,7 @@ def zstd_rle_frame(total: int, *, window_log: int = 17, byte: int = 0) -> bytes:
 
 
 def ghost_prelude(writer: RecordWriter, *, library: str = "ghost-sdk; tests") -> None:
-    """Write what a ghost sink writes first: magic, Header, the five schemas and channels."""
+    """Write magic, Header, then every ghost schema and channel (ids 1-6), outside any chunk."""
     from audit._schemas import MESSAGE_ENCODING, SCHEMA_ENCODING, TOPICS, schema_data
 
     writer.raw(MAGIC)

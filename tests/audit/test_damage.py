@@ -174,14 +174,23 @@ _HARNESS = textwrap.dedent(
     def write(path, ack):
         sink = McapAuditSink(path, durability=durability, chunk_size=4096)
         sink.open_run(make_run_start())
-        os.write(ack, (sink.head_sha256 + "\\n").encode())
+        # open_run wrote /run and the checkpoint after it; the head is that checkpoint.
+        os.write(ack, ("/checkpoints " + sink.head_sha256 + "\\n").encode())
         for index in range(10_000):
             stamp = STAMP_NS + index * 1000
             decision_id = make_uuid7(stamp)
             address = sink.append("/assessments", assessment(decision_id, stamp_ns=stamp))
-            os.write(ack, (address + "\\n").encode())
+            acknowledge(sink, ack, "/assessments", address)
             address = sink.append("/decisions", decision(decision_id, address, stamp_ns=stamp))
-            os.write(ack, (address + "\\n").encode())
+            acknowledge(sink, ack, "/decisions", address)
+
+    def acknowledge(sink, ack, topic, address):
+        # One line per record the append wrote: its own, then the checkpoint that followed
+        # it if one was due (the head is then that checkpoint). One write: one pipe message.
+        lines = f"{topic} {address}\\n"
+        if sink.head_sha256 != address:
+            lines += f"/checkpoints {sink.head_sha256}\\n"
+        os.write(ack, lines.encode())
 
     results = []
     for round_ in range(rounds):
@@ -208,7 +217,9 @@ _HARNESS = textwrap.dedent(
             os.kill(pid, signal.SIGKILL)
             acks += [line.decode().strip() for line in pipe]
         _, status = os.waitpid(pid, 0)
-        results.append({"path": path, "acks": acks, "signal": os.WTERMSIG(status)})
+        results.append(
+            {"path": path, "acks": acks, "seen": wanted, "signal": os.WTERMSIG(status)}
+        )
     print(json.dumps(results))
     """
 )
@@ -235,46 +246,86 @@ def _rounds(default: int) -> int:
     return int(os.environ.get("GHOST_SIGKILL_ROUNDS", default * 10 if THOROUGH else default))
 
 
+def _acknowledged(entry: dict[str, object], log: RunLog) -> list[tuple[str, str]]:
+    """Every record the killed writer had acknowledged, as (topic, content address), in order.
+
+    The first acknowledgement is the head after ``open_run``: the checkpoint written
+    right after ``/run``. The ``/run`` record before it is the one that checkpoint names.
+    """
+    lines = entry["acks"]
+    assert isinstance(lines, list)
+    acks: list[tuple[str, str]] = []
+    for line in lines:
+        topic, address = line.split(" ")
+        acks.append((topic, address))
+    run, checkpoint = log.records[:2]
+    assert run.topic == "/run"
+    assert (checkpoint.topic, checkpoint.sha256) == acks[0], entry["path"]
+    assert checkpoint.record is not None
+    assert checkpoint.record["head_sha256"] == run.sha256
+    return [("/run", run.sha256), *acks]
+
+
+def _under_way(acknowledged: list[tuple[str, str]], log: RunLog) -> list[str]:
+    """The topics of the records in the file beyond the acknowledged ones; check their shape.
+
+    At most the append under way when the signal came can follow what was acknowledged:
+    its record (the writer alternates assessments and decisions) and then the checkpoint
+    that followed it, if one was due.
+    """
+    extra = [record.topic for record in log.records[len(acknowledged) :]]
+    last = [topic for topic, _ in acknowledged if topic != "/checkpoints"][-1]
+    following = "/decisions" if last == "/assessments" else "/assessments"
+    assert extra in ([], [following], [following, "/checkpoints"]), extra
+    return extra
+
+
 def test_a_sigkilled_writer_loses_no_acknowledged_record(tmp_path: Path) -> None:
     rounds = _kill_rounds(tmp_path, "process", _rounds(50))
-    lost_mid_record = 0
+    overtaken = 0
     for entry in rounds:
-        acks = entry["acks"]
-        assert isinstance(acks, list)
         log = read_run(str(entry["path"]))
         assert log.truncated
         assert log.problems == ()
-        stored = [record.sha256 for record in log.records]
-        # Every acknowledged record is in the file, in order; at most the one being
-        # written when the signal came follows them.
-        assert stored[: len(acks)] == acks, entry["path"]
-        assert len(stored) - len(acks) in (0, 1)
-        lost_mid_record += log.end.size_bytes > sum(
-            MESSAGE_OVERHEAD + len(r.data) for r in log.records
-        )
-    assert lost_mid_record > 0  # some kills did land in the middle of a write
+        acknowledged = _acknowledged(entry, log)
+        stored = [(record.topic, record.sha256) for record in log.records]
+        # Every acknowledged record -- checkpoints included -- is in the file, in order.
+        assert stored[: len(acknowledged)] == acknowledged, entry["path"]
+        _under_way(acknowledged, log)
+        seen = entry["seen"]
+        assert isinstance(seen, int)
+        overtaken += len(acknowledged) - 1 > seen
+    # Some signals reached a writer still appending (it had acknowledged more records than
+    # the harness had read when it sent the signal), not one waiting at a quiet point.
+    assert overtaken > 0
 
 
 def test_a_sigkilled_chunk_writer_loses_at_most_its_open_chunk(tmp_path: Path) -> None:
     chunk_size = 4096
     losses = []
     for entry in _kill_rounds(tmp_path, "chunk", _rounds(20)):
-        acks = entry["acks"]
-        assert isinstance(acks, list)
         log = read_run(str(entry["path"]))
         assert log.truncated  # the loss is reported as a cut, not as damage
         assert log.problems == ()
-        stored = [record.sha256 for record in log.records]
-        # A prefix of what was acknowledged, and at most the one record whose append
-        # was under way (its chunk written, its acknowledgement not yet printed).
-        assert stored[: len(acks)] == acks[: len(stored)], entry["path"]
-        assert len(stored) - len(acks) <= 1, entry["path"]
-        lost = max(0, len(acks) - len(stored))
-        losses.append(lost)
+        # /run and its checkpoint have a chunk of their own, written before open_run returns.
+        acknowledged = _acknowledged(entry, log)
+        stored = [(record.topic, record.sha256) for record in log.records]
+        # A prefix of what was acknowledged, and at most the append that was under way (its
+        # chunk written, its acknowledgement not yet printed).
+        common = min(len(stored), len(acknowledged))
+        assert stored[:common] == acknowledged[:common], entry["path"]
+        _under_way(acknowledged, log)
+        lost = acknowledged[len(stored) :]
+        losses.append(len(lost))
         # What was lost fits in the one open chunk, which is written once it holds chunk_size
-        # bytes: the lost records' bytes (at least the smallest record's each) are fewer.
-        smallest = min(len(record.data) for record in log.records[1:] or log.records)
-        assert lost * (smallest + MESSAGE_OVERHEAD) < chunk_size, (lost, entry["path"])
+        # bytes: the lost records' bytes (each at least the smallest stored record's of its
+        # topic, or of any topic) are fewer.
+        smallest: dict[str, int] = {}
+        for record in log.records[1:]:
+            smallest[record.topic] = min(smallest.get(record.topic, chunk_size), len(record.data))
+        floor = min(smallest.values())
+        lost_bytes = sum(smallest.get(topic, floor) + MESSAGE_OVERHEAD for topic, _ in lost)
+        assert lost_bytes < chunk_size, (lost, entry["path"])
     assert max(losses) > 0  # the open chunk was lost, not only whole records
 
 

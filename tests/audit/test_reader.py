@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import zlib
 from collections.abc import Sequence
@@ -14,7 +15,9 @@ from mcap.writer import CompressionType, Writer
 from audit import (
     TOPICS,
     CrcStatus,
+    Durability,
     LogFormatError,
+    LoggedAttachment,
     LoggedChannel,
     LoggedRecord,
     McapAuditSink,
@@ -27,7 +30,7 @@ from audit import (
 )
 from audit._schemas import schema_data
 from runtime import sha256_hex
-from tests.audit.mcap_tools import RecordWriter, ghost_prelude
+from tests.audit.mcap_tools import RecordWriter, ghost_prelude, rewrite_mcap
 from tests.records import write_run
 
 MAGIC = b"\x89MCAP0\r\n"
@@ -183,6 +186,15 @@ def test_a_ghost_topic_with_the_wrong_encoding_is_kept_and_reported(tmp_path: Pa
     )
 
 
+def _data_end_offset(path: Path) -> int:
+    """Where the DataEnd record of a finished file is: just before the summary."""
+    raw = path.read_bytes()
+    footer = len(raw) - 8 - 29  # the Footer record: opcode, length, summary_start, ...
+    summary_start = int.from_bytes(raw[footer + 9 : footer + 17], "little")
+    assert raw[summary_start - 13] == 0x0F
+    return summary_start - 13
+
+
 def _flip(path: Path, offset: int) -> None:
     data = bytearray(path.read_bytes())
     data[offset] ^= 0x20
@@ -198,24 +210,78 @@ def test_a_corrupt_chunk_costs_only_its_own_records(tmp_path: Path) -> None:
     assert summary is not None
     chunks = sorted(summary.chunk_indexes, key=lambda index: index.chunk_start_offset)
     assert len(chunks) == 2  # the /run chunk (flushed at once), then the rest
-    last = chunks[-1]
+    first, last = chunks
+    # The /run chunk holds /run and the checkpoint after it; the other chunk, the rest.
+    assert [r.topic for r in intact if r.offset == first.chunk_start_offset] == [
+        "/run",
+        "/checkpoints",
+    ]
+    kept = tuple(r for r in intact if r.offset != last.chunk_start_offset)
+    assert 0 < len(kept) < len(intact)
     _flip(path, last.chunk_start_offset + last.chunk_length - 3)  # inside its compressed data
     log = read_run(path)
     assert not log.truncated
+    assert [problem.kind for problem in log.read_problems] == [
+        ProblemKind.CHUNK_CORRUPT,
+        ProblemKind.DATA_CRC_MISMATCH,
+    ]
     assert f"the chunk at byte {last.chunk_start_offset} is corrupt" in log.problems[0]
     assert "data section fails its CRC check" in log.problems[1]
-    assert log.records == intact[:1]
+    assert log.records == kept
 
 
-def test_a_changed_message_byte_fails_the_data_section_crc(tmp_path: Path) -> None:
+@pytest.mark.parametrize("durability", ["process", "fsync"])
+def test_a_changed_message_byte_costs_its_chunk_and_is_reported(
+    tmp_path: Path, durability: Durability
+) -> None:
+    # In every mode a message is in a chunk with its CRC: in process and fsync mode one
+    # uncompressed chunk per record, so a flipped message byte loses that record, reported.
     path = tmp_path / "run.mcap"
-    write_run(path)
+    write_run(path, durability=durability)
+    intact = read_run(path).records
     raw = path.read_bytes()
-    offset = raw.index(b"researcher")
+    offset = raw.index(b"researcher")  # in the first assessment
+    hit = [r for r in intact if r.offset < offset][-1]  # the record whose chunk holds it
+    assert hit.topic == "/assessments"
+    assert hit.offset_in_chunk == 0  # the record is alone in its chunk
     _flip(path, offset)
     log = read_run(path)
-    assert any("data section fails its CRC check" in problem for problem in log.problems)
-    assert any(r.record is not None and r.record.get("agent") == "Researcher" for r in log.records)
+    assert not log.truncated
+    assert [(problem.kind, problem.offset) for problem in log.read_problems] == [
+        (ProblemKind.CHUNK_CRC_MISMATCH, hit.offset),
+        (ProblemKind.DATA_CRC_MISMATCH, _data_end_offset(path)),
+    ]
+    assert "data section fails its CRC check" in log.problems[1]
+    assert log.records == tuple(r for r in intact if r is not hit)  # that record, and only it
+    assert all(r.record is None or r.record.get("agent") != "Researcher" for r in log.records)
+
+
+def test_a_changed_byte_in_an_unchunked_message_fails_the_data_section_crc(
+    tmp_path: Path,
+) -> None:
+    # A message outside any chunk (ghost no longer writes one; another writer may) has no
+    # CRC of its own: only the data-section CRC notices, and the record is read back altered.
+    written = tmp_path / "run.mcap"
+    write_run(written)
+    path = tmp_path / "unchunked.mcap"
+    rewrite_mcap(written, path, lambda _, data: data)
+    intact = read_run(path)
+    assert intact.problems == ()
+    assert intact.end.chunk_count == 0
+    assert all(r.offset_in_chunk is None for r in intact.records)
+    _flip(path, path.read_bytes().index(b"researcher"))
+    log = read_run(path)
+    assert [problem.kind for problem in log.read_problems] == [ProblemKind.DATA_CRC_MISMATCH]
+    assert "data section fails its CRC check" in log.problems[0]
+    # Every record is read; the one flipped byte is read back altered, the rest as written.
+    first = intact.records_on("/assessments")[0]
+    assert first.record is not None
+    assert len(log.records) == len(intact.records)
+    for before, after in zip(intact.records, log.records, strict=True):
+        if before is first:
+            assert after.record == {**first.record, "agent": "Researcher"}
+        else:
+            assert after == before
 
 
 def test_a_changed_attachment_byte_fails_its_crc(tmp_path: Path) -> None:
@@ -270,18 +336,71 @@ def test_zeros_after_a_crash_read_as_a_cut(tmp_path: Path) -> None:
     assert log.records == intact
 
 
-def test_a_corrupt_record_inside_the_file_is_skipped(tmp_path: Path) -> None:
+def _definitions(log: RunLog) -> list[LoggedChannel]:
+    """The channels of ``log`` by id, without where each was read."""
+    return sorted(
+        (dataclasses.replace(channel, offset=0) for channel in log.channels),
+        key=lambda channel: channel.channel_id,
+    )
+
+
+def _spoil_first_channel_topic(path: Path) -> int:
+    """Make the first Channel record's topic (``/run``) invalid UTF-8; return its offset."""
+    raw = bytearray(path.read_bytes())
+    topic = raw.index(b"\x04\x00\x00\x00/run")  # the topic's length prefix, then the topic
+    channel = topic - 4 - 9  # the channel and schema ids, then opcode and record length
+    assert raw[channel] == 0x04
+    raw[topic + 4] = 0xFF
+    path.write_bytes(bytes(raw))
+    return channel
+
+
+def test_a_corrupt_definition_costs_the_run_chunk_and_the_summary_repeats_it(
+    tmp_path: Path,
+) -> None:
+    # ghost writes the definitions in the first chunk, with /run: a spoilt definition fails
+    # that chunk's CRC, so /run is lost and reported; the summary still defines every channel.
     path = tmp_path / "run.mcap"
     write_run(path)
-    raw = bytearray(path.read_bytes())
-    # The first Channel record (opcode 4): make its topic invalid UTF-8.
-    start = raw.index(b"/run") - 4 - 4  # opcode+length, ids, then the topic's length prefix
-    raw[start + 8] = 0xFF
-    path.write_bytes(bytes(raw))
+    intact = read_run(path)
+    (run,) = intact.records_on("/run")
+    channel = _spoil_first_channel_topic(path)
+    assert run.offset < channel < intact.records[1].offset  # inside the /run record's chunk
     log = read_run(path)
-    assert any("cannot be parsed" in problem and "skipped" in problem for problem in log.problems)
-    # The summary repeats the channel, so no record is lost.
-    assert len(log.records) == 7
+    assert not log.truncated
+    assert [(problem.kind, problem.offset) for problem in log.read_problems] == [
+        (ProblemKind.CHUNK_CRC_MISMATCH, run.offset),
+        (ProblemKind.DATA_CRC_MISMATCH, _data_end_offset(path)),
+    ]
+    assert log.records == intact.records[1:]
+    # Every channel, as defined before; all of them now from the summary.
+    assert _definitions(log) == _definitions(intact)
+    assert all(channel.offset > intact.records[-1].offset for channel in log.channels)
+
+
+def test_a_corrupt_record_inside_the_file_is_skipped(tmp_path: Path) -> None:
+    # Outside a chunk (as another writer may put it), a spoilt definition is one record
+    # that cannot be parsed: it is skipped, and the summary repeats the channel.
+    written = tmp_path / "run.mcap"
+    write_run(written)
+    path = tmp_path / "unchunked.mcap"
+    rewrite_mcap(written, path, lambda _, data: data)
+    intact = read_run(path)
+    assert intact.problems == ()
+    channel = _spoil_first_channel_topic(path)
+    log = read_run(path)
+    assert [(problem.kind, problem.offset) for problem in log.read_problems] == [
+        (ProblemKind.RECORD_UNPARSABLE, channel),
+        (ProblemKind.DATA_CRC_MISMATCH, _data_end_offset(path)),
+    ]
+    assert "cannot be parsed" in log.problems[0]
+    assert "skipped" in log.problems[0]
+    # No record is lost: the /run record waits for its channel's definition in the summary.
+    assert log.records == intact.records
+    assert _definitions(log) == _definitions(intact)
+    # The spoilt one from the summary, the others where they were, in the data section.
+    from_summary = {c.topic: c.offset > intact.records[-1].offset for c in log.channels}
+    assert from_summary == {topic: topic == "/run" for topic in TOPICS}
 
 
 def test_zlib_crc_of_intact_file_matches_what_the_writer_says(tmp_path: Path) -> None:
@@ -374,7 +493,11 @@ def test_unknown_records_are_skipped_without_losing_anything(tmp_path: Path) -> 
     write_run(path)
     intact = read_run(path)
     raw = path.read_bytes()
-    attachment = raw.index(b"\x09", raw.index(b"/seal"))  # the first record after the channels
+    # The first record after the Header: the policy attachment (ghost's definitions travel in
+    # the first chunk, after it). Everything but the Header follows the insertion.
+    attachment = 8 + 9 + int.from_bytes(raw[9:17], "little")
+    assert attachment == intact.attachments[0].offset
+    assert raw[attachment] == 0x09
     unknown = b"\x80" + (3).to_bytes(8, "little") + b"new"  # a future MCAP record type
     path.write_bytes(raw[:attachment] + unknown + raw[attachment:])
     log = read_run(path)
@@ -585,8 +708,18 @@ def test_a_real_run_has_every_crc_and_a_full_summary(tmp_path: Path) -> None:
         assert end.has_summary
         assert end.statistics_count == 1
         assert end.chunk_index_count == end.chunk_count
-        assert (end.chunk_count > 0) == (durability == "chunk")
-        assert end.message_index_count >= (end.chunk_count > 0)
+        # Every message is in an indexed chunk, in every mode: one message index per
+        # channel of each chunk.
+        assert all(record.offset_in_chunk is not None for record in log.records)
+        chunks: dict[int, set[int]] = {}
+        for record in log.records:
+            chunks.setdefault(record.offset, set()).add(record.channel_id)
+        assert end.chunk_count == len(chunks)
+        assert end.message_index_count == sum(len(channels) for channels in chunks.values())
+        if durability == "chunk":
+            assert 1 < end.chunk_count < len(log.records)
+        else:
+            assert end.chunk_count == len(log.records)  # one chunk per record
         assert end.library is not None
         assert end.library.startswith("ghost-sdk")
         assert end.size_bytes == path.stat().st_size
@@ -726,8 +859,11 @@ def test_iter_run_ends_with_exactly_one_read_end(tmp_path: Path) -> None:
     assert isinstance(items[-1], ReadEnd)
     assert sum(isinstance(item, ReadEnd) for item in items) == 1
     first_record = next(i for i, item in enumerate(items) if isinstance(item, LoggedRecord))
-    assert all(isinstance(item, LoggedChannel) for item in items[:5])
-    assert first_record > 5
+    # Before the first record: the policy attachment, then every channel, in id order.
+    assert isinstance(items[0], LoggedAttachment)
+    channels = [item for item in items[1:first_record] if isinstance(item, LoggedChannel)]
+    assert len(channels) == first_record - 1
+    assert [channel.topic for channel in channels] == list(TOPICS)
 
 
 def test_problems_are_capped_across_both_layers(tmp_path: Path) -> None:
