@@ -7,6 +7,7 @@ from typing import Any
 
 from audit import Durability, McapAuditSink
 from runtime import RunStart, make_uuid7, sha256_hex
+from runtime.testing import ManualClock
 
 STAMP_NS = 1_767_225_600_000_000_000  # 2026-01-01T00:00:00Z
 POLICY_SOURCE = b'policy_id = "support-agent"\ndefault = "deny"\n\xc3\xa9 = "non-ascii kept"\n'
@@ -132,6 +133,9 @@ def write_run(
 
     ``options`` go to `McapAuditSink` (``signing_key=``, ``checkpoint_every_records=``, ...).
     """
+    # A clock that stands still unless told: a machine that stalls for a second mid-run
+    # must not add a time-based checkpoint to a run whose layout a test pins.
+    options.setdefault("clock", ManualClock())
     sink = McapAuditSink(path, durability=durability, **options)
     sink.open_run(make_run_start())
     append_decisions(sink, decisions)
