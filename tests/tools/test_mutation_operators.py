@@ -147,6 +147,7 @@ SKIPPED = '''
     __all__ = ["Thing", "f"]
 
     Mode: TypeAlias = Literal["a", "b"] | None
+    Origin = Literal["supplied", "generated"]
     T = TypeVar("T", bound="int")
     LIMIT: Final[int] = 3
     """Documents LIMIT; not a value."""

@@ -196,3 +196,17 @@ def test_same_size_mutants_in_a_row_never_run_stale_bytecode(
         assert workspace.baseline(target).passed
         outcomes = workspace.run(target, [untested, tested] * 3, timeout_s=60.0)
     assert [o.status for o in outcomes] == [Status.SURVIVED, Status.KILLED] * 3
+
+
+def test_a_run_that_allocates_without_end_fails_at_the_memory_limit(project: Path) -> None:
+    (project / "tests" / "test_hungry.py").write_text(
+        "def test_hungry():\n    assert bytearray(1 << 30)\n"
+    )
+    target = Target("src/pair.py", "pair", ("tests/test_hungry.py",))
+    with Workspace(project, "src", 1, memory_limit_mb=256) as workspace:
+        limited = workspace.baseline(target)
+    with Workspace(project, "src", 1, memory_limit_mb=0) as workspace:
+        unlimited = workspace.baseline(target)
+    assert not limited.passed
+    assert "MemoryError" in limited.output
+    assert unlimited.passed

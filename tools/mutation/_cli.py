@@ -46,6 +46,13 @@ def _parser() -> argparse.ArgumentParser:
         metavar="NAME",
         help="only this module (dotted name, path, or last part such as _glob); repeatable",
     )
+    parser.add_argument(
+        "--mutant",
+        action="append",
+        default=[],
+        metavar="ID",
+        help="only this mutant (an id from the page or --list); repeatable; writes no page",
+    )
     parser.add_argument("--sample", type=int, metavar="N", help="run N random mutants per module")
     parser.add_argument("--seed", type=int, default=0, help="seed for --sample (default: 0)")
     parser.add_argument("--jobs", type=int, default=2, help="mutants run at once (default: 2)")
@@ -65,6 +72,12 @@ def _parser() -> argparse.ArgumentParser:
     )
     parser.add_argument(
         "--timeout-extra", type=float, default=30.0, help="... plus this many seconds (default: 30)"
+    )
+    parser.add_argument(
+        "--memory-limit-mb",
+        type=int,
+        default=1024,
+        help="data-segment limit of each test run, 0 for none (default: 1024)",
     )
     parser.add_argument("--docs", type=Path, default=None, help=f"page (default: {_DEFAULT_DOCS})")
     parser.add_argument("--no-docs", action="store_true", help="do not write the page")
@@ -206,8 +219,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     root: Path = args.root.resolve()
     config_path = args.config or root / _DEFAULT_CONFIG
     docs = args.docs or root / _DEFAULT_DOCS
-    if args.jobs < 1 or (args.sample is not None and args.sample < 1):
-        print("--jobs and --sample must be at least 1", file=sys.stderr)
+    if args.jobs < 1 or (args.sample is not None and args.sample < 1) or args.memory_limit_mb < 0:
+        print(
+            "--jobs and --sample must be at least 1, --memory-limit-mb 0 or more", file=sys.stderr
+        )
         return 2
     try:
         config = load_config(config_path, root)
@@ -220,7 +235,17 @@ def main(argv: Sequence[str] | None = None) -> int:
             )
             if generated.unspliceable:
                 print(f"{target.module}: {generated.unspliceable} mutants could not be spliced")
-            plans.append((target, generated, _sample(generated.mutants, args.sample, args.seed)))
+            chosen = _sample(generated.mutants, args.sample, args.seed)
+            if args.mutant:
+                chosen = [m for m in chosen if m.id in set(args.mutant)]
+            plans.append((target, generated, chosen))
+        unknown = set(args.mutant) - {m.id for _, g, _ in plans for m in g.mutants}
+        if unknown:
+            raise ConfigError(
+                f"no such mutant in the modules selected: {', '.join(sorted(unknown))}"
+            )
+        if args.mutant:
+            plans = [plan for plan in plans if plan[2]]
     except (ConfigError, SyntaxError, OSError) as exc:
         print(f"mutation: {exc}", file=sys.stderr)
         return 2
@@ -232,7 +257,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     reasons = _reasons(docs)
     results: list[ModuleResult] = []
     broken = False
-    with Workspace(root, config.src, args.jobs) as workspace:
+    with Workspace(root, config.src, args.jobs, memory_limit_mb=args.memory_limit_mb) as workspace:
         for target, generated, chosen in plans:
             result = _run_module(workspace, target, generated, chosen, args)
             if result is None:

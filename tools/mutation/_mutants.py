@@ -25,8 +25,9 @@ Never mutated, each for a reason (ADR 0014):
 
 * docstrings and other bare constant statements: they do nothing at run time;
 * type annotations (parameters, returns, annotated assignments), the value of a
-  ``TypeAlias``, the type argument of ``cast`` and ``TypeVar``/``NewType`` calls: types are
-  checked by mypy, not executed;
+  ``TypeAlias``, ``Literal[...]`` anywhere (an alias may be written without
+  ``TypeAlias``), the type argument of ``cast`` and ``TypeVar``/``NewType`` calls: types
+  are checked by mypy, not executed;
 * ``__all__``, ``__slots__`` and ``__match_args__``: the import surface has its own test;
 * logging calls (``<...log...>.info(...)`` and its siblings, ``get_event_log(...)``,
   ``logging.getLogger(...)``): the SDK's own events are best-effort diagnostics, not the
@@ -391,6 +392,8 @@ class _SiteFinder:
             self._slice(node)
         elif isinstance(node, ast.ListComp | ast.SetComp | ast.GeneratorExp | ast.DictComp):
             self._comprehension(node)
+        elif isinstance(node, ast.Subscript) and _name_of(node.value) == "Literal":
+            return  # `Literal["a", "b"]` is a type (an alias written without TypeAlias)
         elif isinstance(node, ast.Lambda):
             for default in [*node.args.defaults, *node.args.kw_defaults]:
                 if default is not None:

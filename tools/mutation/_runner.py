@@ -8,11 +8,12 @@ second as the one before it, and would otherwise run as stale bytecode), the mod
 tests run, and the original is put back.
 
 Every run is ``python -m pytest -x -q -p no:cacheprovider --hypothesis-seed=0 <tests>``
-from the copy's root with ``PYTHONPATH`` set to the copy's import root only (the
-editable install's ``.pth`` entry comes later on ``sys.path``, so the copy wins, in
-subprocesses too), ``PYTHONHASHSEED=0``, and a fresh, empty Hypothesis database
-directory: a run depends on the mutant alone, not on what an earlier mutant taught
-Hypothesis.
+from the copy's root, under a data-segment limit (``RLIMIT_DATA``, 1 GiB by default: a
+mutant that allocates without end fails with a MemoryError instead of taking the
+machine's memory), with ``PYTHONPATH`` set to the copy's import root only (the editable
+install's ``.pth`` entry comes later on ``sys.path``, so the copy wins, in subprocesses
+too), ``PYTHONHASHSEED=0``, and a fresh, empty Hypothesis database directory: a run
+depends on the mutant alone, not on what an earlier mutant taught Hypothesis.
 
 What counts as killed (ADR 0014): the same command passes on the unmutated copy (the
 baseline, checked first), so any non-zero exit of a mutant's run is the mutant's doing --
@@ -64,6 +65,19 @@ _NOT_COPIED = frozenset(
     }
 )
 _OUTPUT_TAIL = 4000
+# Runs pytest under a data-segment limit: a mutant that allocates without end (a loop
+# that no longer advances, appending) gets a MemoryError and fails, instead of taking
+# the machine's memory until its timeout. `python -c` leaves the arguments in argv[1:].
+_LAUNCHER = (
+    "import os, resource, sys\n"
+    "limit = int(sys.argv[1])\n"
+    "if limit:\n"
+    "    hard = resource.getrlimit(resource.RLIMIT_DATA)[1]\n"
+    "    if hard != resource.RLIM_INFINITY:\n"
+    "        limit = min(limit, hard)\n"
+    "    resource.setrlimit(resource.RLIMIT_DATA, (limit, hard))\n"
+    "os.execv(sys.executable, [sys.executable, *sys.argv[2:]])\n"
+)
 
 
 class Status(enum.StrEnum):
@@ -175,6 +189,7 @@ class Workspace:
         src: the import root inside it (``src``).
         copies: how many copies, i.e. how many mutants run at once.
         python: the interpreter that runs pytest.
+        memory_limit_mb: the data-segment limit of every run (0: none).
         hypothesis_seed: passed as ``--hypothesis-seed`` (None: not passed; nor is it
             when Hypothesis is not installed or pytest's plugin autoloading is off).
     """
@@ -186,6 +201,7 @@ class Workspace:
         copies: int,
         *,
         python: str = sys.executable,
+        memory_limit_mb: int = 1024,
         hypothesis_seed: int | None = 0,
     ) -> None:
         if copies < 1:
@@ -195,6 +211,7 @@ class Workspace:
         self._copies = copies
         self._python = python
         self._seed = hypothesis_seed
+        self._memory_limit = memory_limit_mb * 1024 * 1024
         self._tmp: tempfile.TemporaryDirectory[str] | None = None
         self._trees: list[Path] = []
         self._live: set[subprocess.Popen[bytes]] = set()
@@ -221,7 +238,8 @@ class Workspace:
         self._trees = []
 
     def _command(self, target: Target) -> list[str]:
-        command = [self._python, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider"]
+        command = [self._python, "-c", _LAUNCHER, str(self._memory_limit)]
+        command += ["-m", "pytest", "-x", "-q", "-p", "no:cacheprovider"]
         # The option exists only where Hypothesis's pytest plugin is loaded.
         plugin = importlib.util.find_spec("hypothesis") is not None and not os.environ.get(
             "PYTEST_DISABLE_PLUGIN_AUTOLOAD"
