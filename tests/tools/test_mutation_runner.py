@@ -156,6 +156,12 @@ def test_list_and_configuration_errors(project: Path, capsys: pytest.CaptureFixt
     assert all(line.startswith("clamp:clamp:") for line in listed)
     assert main([*args, "--module", "nothing"]) == 2
     assert "no configured module matches 'nothing'" in capsys.readouterr().err
+    assert main([*args, "--mutant", "clamp:clamp:00000000"]) == 2
+    assert "no such mutant in the modules selected: clamp:clamp:00000000" in capsys.readouterr().err
+    one = listed[0].split("\t")[0]
+    assert main([*args, "--mutant", one, "--docs", str(project / "page.md")]) == 0
+    assert "clamp: 1 mutants (sample of 6), 1 killed" in capsys.readouterr().out
+    assert not (project / "page.md").exists()
 
 
 def test_a_module_whose_tests_fail_unmutated_is_not_scored(
