@@ -7,6 +7,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
+
 from tools.mutation import Mutant, generate_mutants
 
 ROOT = Path(__file__).parents[2]

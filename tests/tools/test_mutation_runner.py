@@ -7,6 +7,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
+
 from tools.mutation import Status, Target, Workspace, generate_mutants, main
 
 CLAMP = """\
