@@ -197,7 +197,11 @@ def _segment_regex(segment: str) -> str:
 
 
 def _resource_regex(pattern: str) -> str:
-    segments = pattern.split("/")
+    segments: list[str] = []
+    for segment in pattern.split("/"):
+        if segment != "**" or not segments or segments[-1] != "**":
+            segments.append(segment)  # `**/**` is `**`: any number of segments, twice
+
     if segments == ["**"]:
         return ".*"
     last = len(segments) - 1

@@ -9,7 +9,8 @@ confines (`runtime._narrowing`). Both are read here, the same way:
    (``file:`` in ``file:/data/x``; empty in ``/data/x``; all of ``db:orders``).
 2. **Segments.** The rest is split on ``/``. Empty segments (repeated ``/``, a
    trailing ``/``) and ``.`` are dropped; ``..`` removes the segment before it.
-   A path that keeps no segment is its root plus ``/`` (``file:/``).
+   A path that keeps no segment is its root alone (``file:/data/..`` is
+   ``file:``), except that the root directory ``/`` stays ``/``.
 3. **Refusal.** Wherever another reader — a filesystem, a URL parser, a web
    server, Windows — could resolve the text to something else, it is refused
    with `PathProblem` instead of guessed at:
@@ -43,7 +44,6 @@ import re
 import string
 import unicodedata
 from typing import Final
-from urllib.parse import unquote_to_bytes
 
 __all__ = ["PathProblem", "canonical_path", "check_characters", "check_prefix", "confine_path"]
 
@@ -74,6 +74,7 @@ OUTSIDE: Final = "resolves to a path outside it"
 # RFC 3986 scheme, then "//" and the authority up to the next "/".
 _AUTHORITY: Final = re.compile(r"[A-Za-z][A-Za-z0-9+.\-]*://[^/]*")
 _ESCAPE: Final = re.compile(r"%([0-9A-Fa-f]{2})")
+_ESCAPE_BYTES: Final = re.compile(rb"%([0-9A-Fa-f]{2})")
 _CONTROLS: Final = re.compile("[\x00-\x1f\x7f-\x9f]")
 _SURROGATES: Final = re.compile("[\ud800-\udfff]")
 _UNRESERVED: Final = frozenset(string.ascii_letters + string.digits + "-_~")
@@ -198,13 +199,17 @@ def _normalise_escapes(text: str) -> tuple[str, str]:
         if byte < 0x20 or byte == 0x7F:
             raise PathProblem(ESCAPED_CONTROL)
     try:
-        decoded = unquote_to_bytes(text).decode("utf-8")
+        decoded = _ESCAPE_BYTES.sub(_escaped_byte, text.encode("utf-8")).decode("utf-8")
     except UnicodeDecodeError:
         raise PathProblem(NOT_UTF8) from None
     # What a second decoding would change is a way past any check made on one decoding.
     if _ESCAPE.search(decoded) is not None:
         raise PathProblem(DOUBLE_ENCODED)
     return _ESCAPE.sub(_canonical_escape, text), decoded
+
+
+def _escaped_byte(match: re.Match[bytes]) -> bytes:
+    return bytes.fromhex(match.group(1).decode("ascii"))
 
 
 def _canonical_escape(match: re.Match[str]) -> str:
@@ -270,5 +275,7 @@ def _resolve(text: str) -> tuple[str, Shape]:
             kept.append(index)
             in_query = in_query or "?" in segment or "#" in segment
     has_path = len(parts) > root_parts
-    canonical = root + ("/" + "/".join(parts[i] for i in kept) if has_path else "")
-    return canonical, (root_parts, tuple(kept), has_path)
+    canonical = root + "".join("/" + parts[i] for i in kept)
+    # A trailing '/' is dropped like any empty segment; only the root directory
+    # itself ('/', '//', '/a/..') keeps one, since '' is the empty resource.
+    return canonical or ("/" if has_path else ""), (root_parts, tuple(kept), has_path)

@@ -9,8 +9,9 @@ could be walked around: ``file:/data/public/../secret`` starts with
   text before the first ``/`` (``file:`` in ``file:/data``), so ``file:/../x``
   climbs above its root;
 * repeated ``/`` collapse and a trailing ``/`` is dropped (``file:/data/`` is
-  ``file:/data``; a path with no segment left is its root plus ``/``:
-  ``file:/``); ``.`` and ``..`` segments are resolved;
+  ``file:/data``, ``db:customers/`` is ``db:customers``, ``file:/`` is
+  ``file:``; only the root directory ``/`` keeps its slash); ``.`` and ``..``
+  segments are resolved;
 * escapes of unreserved characters are decoded (``%41`` is ``A``), other escapes
   get uppercase hex; nothing else changes: case, scheme and authority stay
   as written, and ``db:customers`` or the empty resource are their own

@@ -207,3 +207,309 @@ def test_candidate_rules_keep_file_order_across_literal_and_glob_verbs() -> None
     assert [r.id for r in policy.candidate_rules("read")] == ["a", "b", "d"]
     assert [r.id for r in policy.candidate_rules("write")] == ["b", "c", "d"]
     assert [r.id for r in policy.candidate_rules("other")] == ["b", "d"]
+
+
+# --- issue 5: validated on load, deep-frozen, defaults that match everything --------------
+
+
+@pytest.mark.parametrize(
+    ("data", "rule_id", "field", "problem"),
+    [
+        (base(rules=[rule(scrub_exempt=["to..cc"])]), "r", "scrub_exempt", "dotted argument path"),
+        (base(rules=[rule(scrub_exempt=[".to"])]), "r", "scrub_exempt", "dotted argument path"),
+        (base(rules=[rule(scrub_exempt=["to."])]), "r", "scrub_exempt", "dotted argument path"),
+        (base(rules=[rule(when={"a..b": {"gt": 1}})]), "r", "when", "dotted argument path"),
+        (base(rules=[rule(when={"": {"gt": 1}})]), "r", "when", "dotted argument path"),
+        (
+            base(rules=[rule(effect="narrow", narrow={"clamp": {"a..b": 1}})]),
+            "r",
+            "narrow.clamp",
+            "dotted argument path",
+        ),
+        (
+            base(rules=[rule(effect="narrow", narrow={"set": {".x": 1}})]),
+            "r",
+            "narrow.set",
+            "dotted argument path",
+        ),
+        (
+            base(rules=[rule(effect="narrow", narrow={"within": {"p.": "/data"}})]),
+            "r",
+            "narrow.within",
+            "dotted argument path",
+        ),
+        (
+            base(rules=[rule(effect="narrow", narrow={"keep": ["a.b"]})]),
+            "r",
+            "narrow.keep",
+            "top-level arguments",
+        ),
+        (
+            base(rules=[rule(effect="narrow", narrow={"within": {"p": "/data/"}})]),
+            "r",
+            "narrow.within.p",
+            "write '/data'",
+        ),
+        (
+            base(rules=[rule(effect="narrow", narrow={"within": {"p": "/data/../etc"}})]),
+            "r",
+            "narrow.within.p",
+            "canonical form",
+        ),
+        (
+            base(rules=[rule(effect="narrow", narrow={"within": {"p": "//data"}})]),
+            "r",
+            "narrow.within.p",
+            "absolute path",
+        ),
+        (
+            base(rules=[rule(effect="narrow", narrow={"clamp": {"n": True}})]),
+            "r",
+            "narrow.clamp.n",
+            "finite number",
+        ),
+        (base(rules=[rule(when={"x": {"gt": True}})]), "r", "when.x.gt", "needs a number"),
+        (base(rules=[rule(when={"x": {"in": []}})]), "r", "when.x.in", "non-empty array"),
+        (base(rules=[rule(when={"x": {"in": "ab"}})]), "r", "when.x.in", "non-empty array"),
+        (base(rules=[rule(when={"x": {"prefix": 5}})]), "r", "when.x.prefix", "needs a string"),
+        (base(rules=[rule(when={"x": {"exists": 1}})]), "r", "when.x.exists", "true or false"),
+        (
+            base(rules=[rule(when={"x": {"exists": False, "eq": 1}})]),
+            "r",
+            "when.x",
+            "stands alone",
+        ),
+        (
+            base(rules=[rule(when={"x": {"match": "(?<=a)b"}})]),
+            "r",
+            "when.x.match",
+            "bad regex (RE2 syntax)",
+        ),
+        (base(rules=[rule(when={"x": {"match": r"(a)\1"}})]), "r", "when.x.match", "RE2"),
+        (
+            base(rules=[rule(when={"to": {"domain": {"ne": "x"}}})]),
+            "r",
+            "when.to.domain",
+            'quote the dotted path: "a.b"',
+        ),
+        (base(rules=[rule(resources=["file:/data/"])]), "r", "resources", "write 'file:/data'"),
+        (base(rules=[rule(resources=["file:/a/../b"])]), "r", "resources", "canonical form"),
+        (base(rules=[rule(resources=["file:/a\\b"])]), "r", "resources", "backslash"),
+        (base(rules=[rule(resources=["file:/%2e%2e"])]), "r", "resources", "never match"),
+        (base(rules=[rule(agents=["bot\n"])]), "r", "agents", "control character"),
+        (base(rules=[rule(verbs=["re\x00ad"])]), "r", "verbs", "control character"),
+        (base(scrub={"max_depth": 257}), None, "scrub.max_depth", "at most 256"),
+        (base(scrub={"max_depth": True}), None, "scrub.max_depth", "positive integer"),
+        (base(rules=[rule(description=5)]), "r", "description", "must be a string"),
+        (
+            base(rules=[rule(effect="approval", approval={"timeout_s": True})]),
+            "r",
+            "approval.timeout_s",
+            "positive",
+        ),
+        (
+            base(rules=[rule(effect="approval", approval={"timeout_s": float("inf")})]),
+            "r",
+            "approval.timeout_s",
+            "positive",
+        ),
+    ],
+)
+def test_every_path_like_and_pattern_field_is_validated_on_load(
+    data: dict[str, Any], rule_id: str | None, field: str, problem: str
+) -> None:
+    with pytest.raises(PolicyError) as info:
+        Policy.from_dict(data, origin="policy.toml")
+    error = info.value
+    assert (error.source, error.rule, error.field) == ("policy.toml", rule_id, field)
+    assert problem in error.problem
+
+
+def test_scrub_max_depth_may_be_256() -> None:
+    assert Policy.from_dict(base(scrub={"max_depth": 256})).scrub.max_depth == 256
+
+
+def test_non_string_keys_and_cycles_are_policy_errors() -> None:
+    with pytest.raises(PolicyError, match="keys are strings") as info:
+        Policy.from_dict(base(rules=[rule(when={1: {"gt": 1}})]))
+    assert info.value.field == "rules[0].when"
+    loop: dict[str, Any] = base()
+    loop["rules"] = [rule(when={"x": {"eq": []}})]
+    loop["rules"][0]["when"]["x"]["eq"].append(loop)
+    with pytest.raises(PolicyError, match="nests deeper than 64 levels"):
+        Policy.from_dict(loop)
+
+
+def test_python_values_are_taken_as_their_plain_form() -> None:
+    from enum import IntEnum
+
+    class Limit(IntEnum):
+        HUNDRED = 100
+
+    plain = base(rules=[rule(id="n", effect="narrow", narrow={"clamp": {"n": 100}},
+                             verbs=["read", "write"])])  # fmt: skip
+    fancy = base(rules=[rule(id="n", effect=Effect.NARROW, narrow={"clamp": {"n": Limit.HUNDRED}},
+                             verbs=("read", "write"))])  # fmt: skip
+    a, b = Policy.from_dict(plain), Policy.from_dict(fancy)
+    assert a.policy_sha256 == b.policy_sha256
+    assert a.source == b.source
+    assert b.rules[0].narrow is not None
+    assert type(b.rules[0].narrow.clamp[0][1]) is int
+    assert b.rules[0].verbs == ("read", "write")
+
+
+RICH: dict[str, Any] = {
+    "policy_id": "rich",
+    "rules": [
+        {
+            "id": "q",
+            "agents": ["ops/*"],
+            "verbs": ["query"],
+            "resources": ["db:customers"],
+            "effect": "narrow",
+            "when": {"env": {"in": ["prod", "staging"]}, "limit": {"exists": True}},
+            "narrow": {
+                "clamp": {"limit": 100},
+                "keep": ["env", "limit", "flags"],
+                "set": {"flags": {"read_only": True, "tags": ["audited"]}},
+                "within": {"path": "/data/public"},
+            },
+            "scrub_exempt": ["to"],
+        },
+        {
+            "id": "a",
+            "verbs": ["refund"],
+            "effect": "approval",
+            "when": {"amount": {"gt": 50}},
+            "approval": {"timeout_s": 60, "approvers": ["alice"]},
+        },
+    ],
+    "scrub": {"detectors": ["email"], "block": ["email"]},
+}
+
+
+def _mutate_everything(value: Any) -> None:
+    """Change every list and dict reachable from ``value``, in place."""
+    if isinstance(value, dict):
+        for key in list(value):
+            _mutate_everything(value[key])
+            if isinstance(value[key], str):
+                value[key] = value[key] + "-changed"
+            elif isinstance(value[key], int | float) and not isinstance(value[key], bool):
+                value[key] = value[key] * 7 + 1
+        value["injected"] = ["*"]
+    elif isinstance(value, list):
+        for item in value:
+            _mutate_everything(item)
+        value.append("injected")
+
+
+def _behaviour(policy: Policy) -> list[Any]:
+    args = {"env": "prod", "limit": 500, "flags": {}, "drop": 1}
+    (rule_q, rule_a) = policy.rules
+    changes: list[tuple[str, str]] = []
+    assert rule_q.narrow is not None
+    narrowed = rule_q.narrow.apply(rule_q.id, dict(args), changes)
+    return [
+        policy.policy_sha256,
+        policy.source,
+        repr(policy.rules),
+        [r.id for r in policy.matching_rules("ops/x", "query", "db:customers", args)],
+        [r.id for r in policy.matching_rules("ops/x", "refund", "pay", {"amount": 60})],
+        [r.id for r in policy.matching_rules("ops/x", "refund", "pay", {"amount": 40})],
+        narrowed,
+        changes,
+        rule_a.approval,
+        policy.scrub,
+    ]
+
+
+def test_a_loaded_policy_does_not_change_when_its_source_mapping_does() -> None:
+    import copy
+
+    source = copy.deepcopy(RICH)
+    policy = Policy.from_dict(source)
+    before = _behaviour(policy)
+    assert policy.policy_sha256 == Policy.from_dict(copy.deepcopy(RICH)).policy_sha256
+    _mutate_everything(source)
+    assert source != RICH  # the caller's mapping really changed
+    assert _behaviour(policy) == before
+
+
+def test_a_rules_terms_cannot_be_mutated_through_the_rule() -> None:
+    policy = Policy.from_dict(RICH)
+    rule_q = policy.rules[0]
+    assert rule_q.narrow is not None
+    (_, flags) = rule_q.narrow.set[0]
+    with pytest.raises(TypeError):
+        flags["read_only"] = False
+    assert isinstance(flags["tags"], tuple)
+    (_, candidates) = rule_q.when[0].operators[0]
+    assert isinstance(candidates, tuple)
+    with pytest.raises(AttributeError):
+        rule_q.id = "other"  # type: ignore[misc]
+    # what set hands out is a fresh plain copy: mutating it changes no later call
+    out = rule_q.narrow.apply("q", {}, [])
+    out["flags"]["tags"].append("mutated")
+    assert rule_q.narrow.apply("q", {}, [])["flags"] == {"read_only": True, "tags": ["audited"]}
+
+
+@pytest.mark.parametrize(
+    ("agent", "verb", "resource"),
+    [
+        ("ops/cleaner", "fs/read", "file:/data/x"),
+        ("mcp:client/1", "tools/call", "https://h/a?b"),
+        ("", "", ""),
+        ("a b", "ü", "db:customers"),
+    ],
+)
+def test_default_globs_match_every_name_and_resource(agent: str, verb: str, resource: str) -> None:
+    policy = Policy.from_dict(
+        base(rules=[rule(id="deny-all", effect="deny"), rule(id="allow-all")])
+    )
+    assert [r.id for r in policy.matching_rules(agent, verb, resource, {})] == [
+        "deny-all",
+        "allow-all",
+    ]
+    explicit = Policy.from_dict(
+        base(rules=[rule(id="d", effect="deny", agents=["*"], verbs=["*"], resources=["**"])])
+    )
+    assert [r.id for r in explicit.matching_rules(agent, verb, resource, {})] == ["d"]
+
+
+def test_matching_rules_judges_the_canonical_resource() -> None:
+    from runtime import AmbiguousResource
+
+    policy = Policy.from_dict(
+        base(rules=[rule(id="public", verbs=["read"], resources=["file:/data/public/**"])])
+    )
+    assert [r.id for r in policy.matching_rules("a", "read", "file:/data/public/x", {})] == [
+        "public"
+    ]
+    assert policy.matching_rules("a", "read", "file:/data/public/../secret", {}) == ()
+    assert policy.matching_rules("a", "read", "file:/data/public//../secret", {}) == ()
+    for hostile in ("file:/data/public/%2e%2e/secret", "file:/data/public/..\\secret",
+                    "file:/../data/public/x"):  # fmt: skip
+        with pytest.raises(AmbiguousResource):
+            policy.matching_rules("a", "read", hostile, {})
+
+
+def test_conditions_are_evaluated_only_for_rules_whose_globs_match() -> None:
+    from runtime import ConditionError
+
+    policy = Policy.from_dict(
+        base(rules=[rule(id="big", verbs=["refund"], effect="deny", when={"amount": {"gt": 50}})])
+    )
+    assert policy.matching_rules("a", "search", "x", {}) == ()  # no amount, not a refund
+    with pytest.raises(ConditionError, match="rule 'big': when 'amount': is missing"):
+        policy.matching_rules("a", "refund", "x", {})
+    with pytest.raises(ConditionError, match="needs a number, not a list"):
+        policy.matching_rules("a", "refund", "x", {"amount": [5000]})
+    assert policy.matching_rules("a", "refund", "x", {"amount": 10}) == ()
+
+
+def test_the_verb_index_is_built_once() -> None:
+    policy = Policy.from_dict(base(rules=[rule(id="a", verbs=["read"]), rule(id="b")]))
+    assert policy.candidate_rules("read") is policy.candidate_rules("read")
+    assert policy.candidate_rules("other") is policy.candidate_rules("else")
+    assert [r.id for r in policy.candidate_rules("other")] == ["b"]
