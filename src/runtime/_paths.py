@@ -75,7 +75,7 @@ OUTSIDE: Final = "resolves to a path outside it"
 _AUTHORITY: Final = re.compile(r"[A-Za-z][A-Za-z0-9+.\-]*://[^/]*")
 _ESCAPE: Final = re.compile(r"%([0-9A-Fa-f]{2})")
 _ESCAPE_BYTES: Final = re.compile(rb"%([0-9A-Fa-f]{2})")
-_CONTROLS: Final = re.compile("[\x00-\x1f\x7f-\x9f]")
+_CONTROLS_OR_SURROGATES: Final = re.compile("[\x00-\x1f\x7f-\x9f\ud800-\udfff]")
 _SURROGATES: Final = re.compile("[\ud800-\udfff]")
 _UNRESERVED: Final = frozenset(string.ascii_letters + string.digits + "-_~")
 _FORBIDDEN_ESCAPES: Final = frozenset(b"./\\")
@@ -116,13 +116,15 @@ def canonical_path(text: str, *, controls: bool = True) -> str:
     if "%" in text:
         normalised, decoded = _normalise_escapes(text)
     canonical, shape = _resolve(normalised)
-    for reading in {text, decoded} - {normalised}:
-        try:
-            other = _resolve(reading)[1]
-        except PathProblem:
-            raise PathProblem(READS_DIFFERENTLY) from None
-        if other != shape:
-            raise PathProblem(READS_DIFFERENTLY)
+    if "%" in text:
+        for reading in (text, decoded):
+            if reading != normalised:
+                try:
+                    other = _resolve(reading)[1]
+                except PathProblem:
+                    raise PathProblem(READS_DIFFERENTLY) from None
+                if other != shape:
+                    raise PathProblem(READS_DIFFERENTLY)
     _check_lookalikes(decoded, shape)
     return canonical
 
@@ -181,11 +183,12 @@ def check_characters(text: str, *, controls: bool) -> None:
     Raises:
         PathProblem: such a character is in ``text``.
     """
-    if _SURROGATES.search(text) is not None:
-        raise PathProblem(SURROGATE)
     if controls:
-        if _CONTROLS.search(text) is not None:
-            raise PathProblem(CONTROL)
+        hit = _CONTROLS_OR_SURROGATES.search(text)
+        if hit is not None:
+            raise PathProblem(CONTROL if _SURROGATES.match(hit.group()) is None else SURROGATE)
+    elif _SURROGATES.search(text) is not None:
+        raise PathProblem(SURROGATE)
     elif "\x00" in text:
         raise PathProblem(NUL)
 
@@ -237,6 +240,8 @@ def _check_lookalikes(text: str, shape: Shape) -> None:
 
 def _is_dotlike(segment: str) -> bool:
     """Whether a segment is made of dots and spaces up to its first ``;``, ``?`` or ``#``."""
+    if segment[:1] not in (".", " "):
+        return False  # the common case, decided by the first character
     end = len(segment)
     for stop in ";?#":
         at = segment.find(stop)
@@ -258,6 +263,13 @@ def _resolve(text: str) -> tuple[str, Shape]:
     if _is_dotlike(tail):
         raise PathProblem(DOT_ROOT if tail in (".", "..") else DOTLIKE)
     root = "/".join(parts[:root_parts])
+    if len(parts) == root_parts:
+        return root, (root_parts, (), False)  # no path after the root: nothing to resolve
+    rest = text[len(root) :]
+    if "/." not in rest and "/ " not in rest and "//" not in rest and rest[-1] != "/":
+        # The common case: no empty segment, and none that starts with a dot or a
+        # space (which every dot segment and dot-like one does): all are kept.
+        return text, (root_parts, tuple(range(root_parts, len(parts))), True)
     in_query = "?" in root or "#" in root
     kept: list[int] = []
     for index in range(root_parts, len(parts)):
@@ -274,8 +286,7 @@ def _resolve(text: str) -> tuple[str, Shape]:
                 raise PathProblem(DOTLIKE)
             kept.append(index)
             in_query = in_query or "?" in segment or "#" in segment
-    has_path = len(parts) > root_parts
-    canonical = root + "".join("/" + parts[i] for i in kept)
     # A trailing '/' is dropped like any empty segment; only the root directory
     # itself ('/', '//', '/a/..') keeps one, since '' is the empty resource.
-    return canonical or ("/" if has_path else ""), (root_parts, tuple(kept), has_path)
+    canonical = root + "/" + "/".join([parts[i] for i in kept]) if kept else root or "/"
+    return canonical, (root_parts, tuple(kept), True)
