@@ -6,6 +6,7 @@ import contextlib
 import copy
 import math
 import posixpath
+import re
 import unicodedata
 from typing import Any
 from urllib.parse import unquote
@@ -407,9 +408,8 @@ def test_nothing_to_narrow_returns_the_same_arguments() -> None:
 
 @pytest.mark.parametrize("bound", [True, math.nan, math.inf, "5"])
 def test_a_bad_clamp_bound_is_refused_on_construction(bound: object) -> None:
-    with pytest.raises(ValueError) as info:
+    with pytest.raises(ValueError, match="^a clamp bound must be a finite number$"):
         Narrowing(clamp=((("n",), bound),))  # type: ignore[arg-type]
-    assert str(info.value) == "a clamp bound must be a finite number"
 
 
 def test_a_narrowing_is_frozen() -> None:
@@ -435,9 +435,8 @@ def test_a_narrowing_is_frozen() -> None:
     ],
 )
 def test_a_bad_within_prefix_is_refused_on_construction(prefix: object, message: str) -> None:
-    with pytest.raises(ValueError) as info:
+    with pytest.raises(ValueError, match=f"^{re.escape('a within prefix ' + message)}$"):
         Narrowing(within=((("p",), prefix),))  # type: ignore[arg-type]
-    assert str(info.value) == f"a within prefix {message}"
 
 
 # --- class 7: linear time -------------------------------------------------------------
