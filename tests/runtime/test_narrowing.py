@@ -408,7 +408,7 @@ def test_nothing_to_narrow_returns_the_same_arguments() -> None:
 
 @pytest.mark.parametrize("bound", [True, math.nan, math.inf, "5"])
 def test_a_bad_clamp_bound_is_refused_on_construction(bound: object) -> None:
-    with pytest.raises(ValueError, match="^a clamp bound must be a finite number$"):
+    with pytest.raises(ValueError, match=r"^a clamp bound must be a finite number$"):
         Narrowing(clamp=((("n",), bound),))  # type: ignore[arg-type]
 
 
