@@ -82,8 +82,8 @@ _FORBIDDEN_ESCAPES: Final = frozenset(b"./\\")
 # Characters whose NFKC lookalikes change how a path splits or reads.
 _STRUCTURAL: Final = "/\\%?#;"
 
-# How a text resolves: (parts that form the root, indices of the parts kept, has a path).
-Shape = tuple[int, tuple[int, ...], bool]
+# How a text resolves: (parts that form the root, indices of the parts kept).
+Shape = tuple[int, tuple[int, ...]]
 
 
 class PathProblem(ValueError):
@@ -98,7 +98,7 @@ class PathProblem(ValueError):
         super().__init__(problem)
 
 
-def canonical_path(text: str, *, controls: bool = True) -> str:
+def canonical_path(text: str, *, controls: bool) -> str:
     """Return the canonical reading of ``text`` (see the module docstring).
 
     Args:
@@ -143,16 +143,13 @@ def confine_path(value: str, prefix: str) -> str:
         PathProblem: ``value`` holds a NUL byte, starts with ``//`` or ``~``,
             is ambiguous (`canonical_path`), or resolves outside ``prefix``.
     """
-    if "\x00" in value:
-        raise PathProblem(NUL)
+    check_characters(value, controls=False)
     if value.startswith("//"):
         raise PathProblem(LEADING_SLASHES)  # POSIX leaves '//' to the implementation
     if value.startswith("~") or value[:3].upper() == "%7E":
         raise PathProblem(TILDE)
-    if value.startswith("/"):
-        joined = value
-    else:
-        joined = prefix + value if prefix == "/" else f"{prefix}/{value}"
+    # A relative value is taken under the prefix ('//x' under '/' resolves to '/x').
+    joined = value if value.startswith("/") else f"{prefix}/{value}"
     resolved = canonical_path(joined, controls=False)
     if resolved == prefix or resolved.startswith("/" if prefix == "/" else prefix + "/"):
         return resolved
@@ -264,12 +261,12 @@ def _resolve(text: str) -> tuple[str, Shape]:
         raise PathProblem(DOT_ROOT if tail in (".", "..") else DOTLIKE)
     root = "/".join(parts[:root_parts])
     if len(parts) == root_parts:
-        return root, (root_parts, (), False)  # no path after the root: nothing to resolve
+        return root, (root_parts, ())  # no path after the root: nothing to resolve
     rest = text[len(root) :]
     if "/." not in rest and "/ " not in rest and "//" not in rest and rest[-1] != "/":
         # The common case: no empty segment, and none that starts with a dot or a
         # space (which every dot segment and dot-like one does): all are kept.
-        return text, (root_parts, tuple(range(root_parts, len(parts))), True)
+        return text, (root_parts, tuple(range(root_parts, len(parts))))
     in_query = "?" in root or "#" in root
     kept: list[int] = []
     for index in range(root_parts, len(parts)):
@@ -289,4 +286,4 @@ def _resolve(text: str) -> tuple[str, Shape]:
     # A trailing '/' is dropped like any empty segment; only the root directory
     # itself ('/', '//', '/a/..') keeps one, since '' is the empty resource.
     canonical = root + "/" + "/".join([parts[i] for i in kept]) if kept else root or "/"
-    return canonical, (root_parts, tuple(kept), True)
+    return canonical, (root_parts, tuple(kept))

@@ -61,7 +61,8 @@ CANONICAL = [
     # dots inside a segment are ordinary
     ("file:/d/.hidden/a..b/x.", "file:/d/.hidden/a..b/x."),
     ("file:/d/x\u2026y", "file:/d/x\u2026y"),
-    ("file:/d/\uff41", "file:/d/\uff41"),  # fullwidth 'a': a lookalike, not a separator
+    ("file:/d/\uff41\uff38", "file:/d/\uff41\uff38"),  # fullwidth 'aX': lookalikes, not separators
+    ("file:/d/.X/ X/x;.", "file:/d/.X/ X/x;."),
 ]
 
 
@@ -114,6 +115,8 @@ AMBIGUOUS = [
     ("https://h/a?x=/../admin", "after a '?' or '#'"),
     ("https://h/a#/./b", "after a '?' or '#'"),
     ("https://h?q/../x", "after a '?' or '#'"),
+    ("https://h#f/../x", "after a '?' or '#'"),
+    ("a#b/./c", "after a '?' or '#'"),
     ("file:/data/..%3B/x", "once percent-decoded"),
     ("file:/data/..%3f/x", "once percent-decoded"),
     ("h%74tps://x/y", "once percent-decoded"),
