@@ -105,6 +105,8 @@ NAME_CASES = [
     ("a*b*c", "acb", False),
     ("a.c", "abc", False),
     ("a+", "aa", False),
+    ("aX*", "ab", False),
+    ("aX*", "aXb", True),
 ]
 
 
@@ -130,6 +132,8 @@ RESOURCE_CASES = [
     ("file:/data/*", "file:/data/x/y", False),
     ("*", "db:customers", True),
     ("*", "file:/x", False),
+    ("*", "/x", False),
+    ("*", "", True),
     ("db:customers", "db:customers", True),
     ("db:customers", "db:customers2", False),
     ("file:/data/?.txt", "file:/data/a.txt", True),
@@ -252,6 +256,12 @@ def test_a_refused_canonical_form_suggestion_keeps_the_wildcards() -> None:
 def test_malformed_name_globs_are_refused(pattern: str) -> None:
     with pytest.raises(GlobError):
         names(pattern)
+
+
+def test_wildcards_are_not_dots_when_a_resource_glob_is_checked() -> None:
+    # '.?' is a hidden entry of two characters, not the dot-like segment '.' + '?'.
+    assert resources("file:/home/*/.?*").matches("file:/home/a/.ssh")
+    assert repr(resources("a", "b/**")) == "GlobSet(['a', 'b/**'])"
 
 
 def test_names_may_hold_any_printable_character() -> None:

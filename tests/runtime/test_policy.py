@@ -299,6 +299,26 @@ def test_candidate_rules_keep_file_order_across_literal_and_glob_verbs() -> None
         (base(rules=[rule(agents=["bot\n"])]), "r", "agents", "control character"),
         (base(rules=[rule(verbs=["re\x00ad"])]), "r", "verbs", "control character"),
         (base(scrub={"max_depth": 257}), None, "scrub.max_depth", "at most 256"),
+        (base(rules={"r": {}}), None, "rules", "array of tables"),
+        (base(rules=[5]), "#0", None, "a rule must be a table"),
+        (base(rules=[rule(when=5)]), "r", "when", "table of conditions"),
+        (base(rules=[rule(when={"x": {"lt": "5"}})]), "r", "when.x.lt", "needs a number"),
+        (base(rules=[rule(when={"x": {"le": "5"}})]), "r", "when.x.le", "needs a number"),
+        (base(rules=[rule(when={"x": {"ge": "5"}})]), "r", "when.x.ge", "needs a number"),
+        (base(rules=[rule(when={"x": {"eq": float("nan")}})]), "r", "when.x.eq", "NaN"),
+        (base(rules=[rule(when={"x": {"in": [1, [float("inf")]]}})]), "r", "when.x.in", "NaN"),
+        (
+            base(rules=[rule(effect="narrow", narrow={"set": {"x": [{"y": float("nan")}]}})]),
+            "r",
+            "narrow.set.x",
+            "NaN and infinities are not allowed",
+        ),
+        (
+            base(rules=[rule(effect="narrow", narrow={"set": {"x": [None]}})]),
+            "r",
+            "narrow.set.x",
+            "a NoneType value is not allowed (JSON values only)",
+        ),
         (base(scrub={"max_depth": True}), None, "scrub.max_depth", "positive integer"),
         (base(rules=[rule(description=5)]), "r", "description", "must be a string"),
         (
@@ -513,3 +533,24 @@ def test_the_verb_index_is_built_once() -> None:
     assert policy.candidate_rules("read") is policy.candidate_rules("read")
     assert policy.candidate_rules("other") is policy.candidate_rules("else")
     assert [r.id for r in policy.candidate_rules("other")] == ["b"]
+
+
+def test_defaults_of_a_bare_policy() -> None:
+    import dataclasses
+
+    policy = Policy.from_dict(base(rules=[rule(effect="approval")]))
+    assert policy.scrub.max_depth == 32
+    assert policy.scrub.max_bytes == 1 << 20
+    assert policy.scrub.block == ()
+    assert policy.rules[0].approval is not None
+    assert policy.rules[0].approval.timeout_s == 600
+    assert policy.rules[0].approval.approvers is None
+    assert (policy.rules[0].agents, policy.rules[0].verbs, policy.rules[0].resources) == (
+        ("*",),
+        ("*",),
+        ("**",),
+    )
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        policy.scrub.max_depth = 1  # type: ignore[misc]
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        policy.rules[0].approval.timeout_s = 1  # type: ignore[misc]
