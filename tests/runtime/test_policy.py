@@ -554,3 +554,35 @@ def test_defaults_of_a_bare_policy() -> None:
         policy.scrub.max_depth = 1  # type: ignore[misc]
     with pytest.raises(dataclasses.FrozenInstanceError):
         policy.rules[0].approval.timeout_s = 1  # type: ignore[misc]
+
+
+def _nested_operand(levels: int) -> dict[str, Any]:
+    operand: Any = 1
+    for _ in range(levels):
+        operand = [operand]
+    return base(rules=[rule(when={"x": {"eq": operand}})])
+
+
+def test_a_policy_may_nest_64_levels_and_no_more() -> None:
+    # policy(0) > rules(1) > rule(2) > when(3) > x(4) > lists from 5 on > the leaf
+    Policy.from_dict(_nested_operand(59))  # the leaf is at level 64
+    with pytest.raises(PolicyError, match="nests deeper than 64 levels") as info:
+        Policy.from_dict(_nested_operand(60))
+    assert info.value.field == "rules[0].when.x.eq" + "[0]" * 60
+
+
+def test_subclasses_of_str_and_float_become_their_base_type() -> None:
+    class Name(str):
+        pass
+
+    class Bound(float):
+        pass
+
+    policy = Policy.from_dict(
+        base(rules=[rule(id=Name("n"), effect="narrow", narrow={"clamp": {Name("x"): Bound(1.5)}})])
+    )
+    assert type(policy.rules[0].id) is str
+    assert policy.rules[0].narrow is not None
+    ((path, bound),) = policy.rules[0].narrow.clamp
+    assert type(path[0]) is str
+    assert type(bound) is float
