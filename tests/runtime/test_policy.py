@@ -586,3 +586,28 @@ def test_subclasses_of_str_and_float_become_their_base_type() -> None:
     ((path, bound),) = policy.rules[0].narrow.clamp
     assert type(path[0]) is str
     assert type(bound) is float
+
+
+def test_a_rule_built_by_hand_matches_everything_by_default() -> None:
+    from runtime import Rule
+
+    everything = Rule(id="r", effect=Effect.DENY)
+    assert everything.matches("ops/cleaner", "fs/read", "file:/a/b", {})
+    assert everything.matches("", "", "", {})
+    assert Rule(id="r", effect=Effect.DENY) == everything  # compiled globs are not compared
+    assert "GlobSet" not in repr(everything)
+
+
+def test_a_rules_resources_use_the_resource_dialect_and_names_the_name_dialect() -> None:
+    from runtime import Rule, UnsupportedValue
+
+    rule_ = Rule(id="r", effect=Effect.ALLOW, agents=("ops/*",), resources=("payments:*",))
+    assert rule_.matches("ops/a/b", "refund", "payments:stripe", {})
+    assert not rule_.matches("ops/a", "refund", "payments:a/b", {})
+    for field, action in (
+        ("agent", (5, "v", "payments:x")),
+        ("verb", ("ops/a", 5, "payments:x")),
+        ("resource", ("ops/a", "v", 5)),
+    ):
+        with pytest.raises(UnsupportedValue, match=f"argument {field} is not a string"):
+            rule_.matches(*action, {})  # type: ignore[arg-type]
