@@ -143,7 +143,6 @@ def confine_path(value: str, prefix: str) -> str:
         PathProblem: ``value`` holds a NUL byte, starts with ``//`` or ``~``,
             is ambiguous (`canonical_path`), or resolves outside ``prefix``.
     """
-    check_characters(value, controls=False)
     if value.startswith("//"):
         raise PathProblem(LEADING_SLASHES)  # POSIX leaves '//' to the implementation
     if value.startswith("~") or value[:3].upper() == "%7E":

@@ -249,6 +249,7 @@ def test_set_values_are_fresh_plain_copies_on_every_call() -> None:
         ("", "/data/public"),
         ("x%41", "/data/public/xA"),
         (".hidden", "/data/public/.hidden"),
+        ("a\tb\nc", "/data/public/a\tb\nc"),  # POSIX allows control characters but NUL
     ],
 )
 def test_within_confines_under_the_prefix(value: str, confined: str) -> None:
