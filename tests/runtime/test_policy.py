@@ -611,3 +611,8 @@ def test_a_rules_resources_use_the_resource_dialect_and_names_the_name_dialect()
     ):
         with pytest.raises(UnsupportedValue, match=f"argument {field} is not a string"):
             rule_.matches(*action, {})  # type: ignore[arg-type]
+
+
+def test_scrub_limits_are_read() -> None:
+    policy = Policy.from_dict(base(scrub={"max_bytes": 1000, "max_depth": 7}))
+    assert (policy.scrub.max_bytes, policy.scrub.max_depth) == (1000, 7)
