@@ -616,3 +616,120 @@ def test_a_rules_resources_use_the_resource_dialect_and_names_the_name_dialect()
 def test_scrub_limits_are_read() -> None:
     policy = Policy.from_dict(base(scrub={"max_bytes": 1000, "max_depth": 7}))
     assert (policy.scrub.max_bytes, policy.scrub.max_depth) == (1000, 7)
+
+
+@pytest.mark.parametrize(
+    ("data", "rule_id", "field", "problem"),
+    [
+        (
+            base(policy_id=""),
+            None,
+            "policy_id",
+            "policy_id is required and must be a non-empty string",
+        ),
+        (
+            {"policy_id": 5},
+            None,
+            "policy_id",
+            "policy_id is required and must be a non-empty string",
+        ),
+        (base(description=5), None, "description", "must be a string"),
+        (base(scrub=5), None, "scrub", "must be a table, not int"),
+        (
+            base(scrub={"block": "private_key"}),
+            None,
+            "scrub.block",
+            "must be an array of detector names",
+        ),
+        (base(scrub={"block": [5]}), None, "scrub.block", "must be an array of detector names"),
+        (
+            base(scrub={"detectors": 5}),
+            None,
+            "scrub.detectors",
+            'must be "*" or an array of detector names',
+        ),
+        (
+            base(scrub={"detectors": ["email", 5]}),
+            None,
+            "scrub.detectors",
+            'must be "*" or an array of detector names',
+        ),
+        (
+            base(rules=[rule(effect="narrow", narrow={})]),
+            "r",
+            "narrow",
+            "needs at least one of clamp, keep, set, within",
+        ),
+        (
+            base(rules=[rule(effect="narrow", narrow={"clamp": 5})]),
+            "r",
+            "narrow.clamp",
+            "must be a table",
+        ),
+        (
+            base(rules=[rule(effect="narrow", narrow={"set": [1]})]),
+            "r",
+            "narrow.set",
+            "must be a table",
+        ),
+        (
+            base(rules=[rule(effect="narrow", narrow={"within": "/data"})]),
+            "r",
+            "narrow.within",
+            "must be a table",
+        ),
+        (
+            base(rules=[rule(effect="narrow", narrow={"within": {"p": 5}})]),
+            "r",
+            "narrow.within.p",
+            "a within prefix must be a string",
+        ),
+        (
+            base(rules=[rule(effect="approval", approval={"timeout": 5})]),
+            "r",
+            "approval.timeout",
+            "unknown key (allowed here: approvers, timeout_s)",
+        ),
+        (
+            base(rules=[rule(effect="approval", approval={"approvers": []})]),
+            "r",
+            "approvers",
+            "must be a non-empty array of non-empty strings",
+        ),
+        (
+            base(rules=[rule(effect="approval", approval=5)]),
+            "r",
+            "approval",
+            "must be a table, not int",
+        ),
+    ],
+)
+def test_more_malformed_policies_name_the_rule_and_field(
+    data: dict[str, Any], rule_id: str | None, field: str, problem: str
+) -> None:
+    with pytest.raises(PolicyError) as info:
+        Policy.from_dict(data, origin="policy.toml")
+    error = info.value
+    assert (error.source, error.rule, error.field, error.problem) == (
+        "policy.toml",
+        rule_id,
+        field,
+        problem,
+    )
+
+
+def test_the_smallest_legal_values_load() -> None:
+    policy = Policy.from_dict(
+        base(
+            rules=[
+                rule(id="a", when={"x": {"exists": False}}),
+                rule(id="b", effect="approval", approval={"timeout_s": 0.001, "approvers": ["z"]}),
+            ],
+            scrub={"max_depth": 1, "max_bytes": 1, "detectors": [], "block": []},
+        )
+    )
+    assert policy.rules[0].matches("a", "v", "r", {})
+    assert not policy.rules[0].matches("a", "v", "r", {"x": 1})
+    assert policy.rules[1].approval is not None
+    assert policy.rules[1].approval.approvers == ("z",)
+    assert (policy.scrub.max_depth, policy.scrub.max_bytes, policy.scrub.detectors) == (1, 1, ())
