@@ -733,3 +733,16 @@ def test_the_smallest_legal_values_load() -> None:
     assert policy.rules[1].approval is not None
     assert policy.rules[1].approval.approvers == ("z",)
     assert (policy.scrub.max_depth, policy.scrub.max_bytes, policy.scrub.detectors) == (1, 1, ())
+
+
+def test_from_dict_describes_its_source_and_refuses_a_non_mapping() -> None:
+    policy = Policy.from_dict(base())
+    assert (policy.source_name, policy.source_media_type) == ("policy.json", "application/json")
+    assert policy.source == b'{"policy_id":"p"}'
+    assert (
+        repr(policy)
+        == f"Policy(policy_id='p', rules=0, policy_sha256={policy.policy_sha256[:12]}...)"
+    )
+    with pytest.raises(PolicyError) as info:
+        Policy.from_dict([("policy_id", "p")])  # type: ignore[arg-type]
+    assert str(info.value) == "<dict>: a policy must be a mapping, not list"
