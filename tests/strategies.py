@@ -433,3 +433,27 @@ def argument_dicts(*, floats: bool = True) -> st.SearchStrategy[dict[str, object
     """Tool arguments: a dict of JSON-like values, bytes included."""
     leaf = st.one_of(json_values(floats=floats), st.binary(max_size=8))
     return st.dictionaries(st.text(max_size=8), leaf, max_size=6)
+
+
+# --- runtime: path-like text for resources, globs and `within` -------------------------
+
+# Pieces an attacker would splice into a resource or a path argument: separators,
+# dot segments, percent-encoded and fullwidth forms, query and parameter marks.
+_PATH_PIECES = (
+    "/", "//", ".", "..", "a", "b", "data", "public", "secret", "x.txt", "%2e", "%2E",
+    "%2f", "%5c", "%25", "%252e", "%%32e", "%41", "%c3%a9", "%c0%ae", "\\", "?", "#",
+    ";", "..;", "...", ". ", " ", "~", "\uff0f", "\uff0e", "\u2025", "\u2026", "é",
+    "file:", "https://h", ":", "\x00",
+)  # fmt: skip
+
+
+def path_texts(*, start: str = "") -> st.SearchStrategy[str]:
+    """Hostile path-like text: ``start`` followed by spliced tricky pieces."""
+    return st.lists(st.sampled_from(_PATH_PIECES), max_size=12).map(
+        lambda pieces: start + "".join(pieces)
+    )
+
+
+def glob_segments(alphabet: str = "ab*?é") -> st.SearchStrategy[str]:
+    """One segment of a resource glob: ``**`` or a run of literals and wildcards."""
+    return st.one_of(st.just("**"), st.text(alphabet=alphabet, min_size=1, max_size=4))
