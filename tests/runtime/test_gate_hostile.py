@@ -393,3 +393,66 @@ def test_log_events_of_hostile_checks_hold_no_header_text_or_secret() -> None:
         )
     assert [event["event"] for event in events] == ["ghost.traceparent_rejected"]
     assert AWS_KEY not in repr(events)
+
+
+# --- names and resources the policy must not under-match (issue 5, classes 1 and 2) -------
+
+_PUBLIC_ONLY = Policy.from_dict(
+    {
+        "policy_id": "public-only",
+        "default": "deny",
+        "rules": [
+            {"id": "public-reads", "effect": "allow", "resources": ["file:/data/public/**"]},
+        ],
+    }
+)
+
+
+@pytest.mark.parametrize("agent", ["ops/cleaner", "a/b/c", "/", "x\\y"])
+@pytest.mark.parametrize("verb", ["fs/read", "db.drop/all", "*"])
+def test_a_default_everything_deny_matches_names_with_slashes(agent: str, verb: str) -> None:
+    policy = Policy.from_dict(
+        {
+            "policy_id": "slashes",
+            "default": "allow",
+            "rules": [
+                {"id": "stop-all", "effect": "deny"},
+                {"id": "then-allow", "effect": "allow", "agents": [agent], "verbs": [verb]},
+            ],
+        }
+    )
+    decision = Gate(policy, sink=MemoryAuditSink(), clock=ManualClock()).check(
+        Action(agent=agent, verb=verb, resource="x:/y", args={})
+    )
+    assert decision.verdict is RuntimeVerdict.DENY
+    assert decision.matched_policy == "stop-all"
+
+
+@pytest.mark.parametrize(
+    "resource",
+    [
+        "file:/data/public/../../etc/shadow",
+        "file:/data/public/../secret",
+        "file:/data/public//../secret",
+        "file:/data/public/./../secret",
+        "file:/data/public/%2e%2e/secret",
+        "file:/data/public/%2E%2E/secret",
+        "file:/data/public/..%2fsecret",
+        "file:/data/public/..\\secret",
+        "file:/data/public\\..\\secret",
+        "file:/data/public/..;/secret",
+    ],
+)
+def test_traversal_never_reaches_an_allow_under_a_resource_glob(resource: str) -> None:
+    sink = MemoryAuditSink()
+    decision = Gate(_PUBLIC_ONLY, sink=sink, clock=ManualClock()).check(
+        Action(agent="a", verb="read", resource=resource, args={})
+    )
+    assert decision.verdict is RuntimeVerdict.DENY
+    assert only(sink, "/decisions")["verdict"] == "deny"
+
+
+def test_a_canonical_resource_inside_the_root_is_allowed() -> None:
+    gate = Gate(_PUBLIC_ONLY, sink=MemoryAuditSink(), clock=ManualClock())
+    for resource in ("file:/data/public/a/./b", "file:/data/public//a", "file:/data/public/a/../b"):
+        assert gate.check(Action("a", "read", resource, {})).verdict is RuntimeVerdict.ALLOW
