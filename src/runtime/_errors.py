@@ -7,7 +7,8 @@
     ├── TraceContextError(ValueError)    a traceparent / tracestate header that must be dropped
     ├── CanonicalEncodingError(ValueError)  a value that has no canonical bytes
     ├── EvaluationError                  an action the gate cannot evaluate: it is denied
-    │   └── UnsupportedValue(TypeError)  an argument that is not plain data
+    │   ├── UnsupportedValue(TypeError)  an argument that is not plain data
+    │   └── ScrubLimitExceeded(ValueError)  arguments the scrubber cannot finish within its bounds
     ├── ApprovalError                    misuse of the approval queue
     ├── ActionDenied                     `Gate.enforce` on a `deny` verdict
     ├── ApprovalPending                  `Gate.enforce` on a `pending` verdict
@@ -22,7 +23,7 @@ read the fields instead of parsing text.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal
 
 if TYPE_CHECKING:
     from runtime._action import Decision
@@ -36,6 +37,7 @@ __all__ = [
     "EvaluationError",
     "GhostError",
     "PolicyError",
+    "ScrubLimitExceeded",
     "TraceContextError",
     "UnsupportedValue",
 ]
@@ -120,6 +122,35 @@ class UnsupportedValue(EvaluationError, TypeError):
             f"argument {path} is {what} (plain data: dict with str keys, list, str, bytes,"
             " int, finite float, bool, None)"
         )
+
+
+class ScrubLimitExceeded(EvaluationError, ValueError):
+    """Arguments the scrubber cannot finish within its bounds; they must not be used.
+
+    The scrubber never returns text it has not finished scanning or redacting:
+    past a bound it raises this, and the gate denies (SPEC §4). The message
+    names the bound and its limit, never any of the value's content.
+
+    Attributes:
+        bound: ``"max_depth"`` (nesting, or a cycle), ``"max_bytes"`` (the size
+            budget: text, values, keys and candidates, ADR 0010) or
+            ``"fixpoint"`` (redaction rounds that kept uncovering more).
+        limit: the configured limit that was exceeded.
+    """
+
+    def __init__(self, bound: Literal["max_depth", "max_bytes", "fixpoint"], limit: int) -> None:
+        self.bound = bound
+        self.limit = limit
+        if bound == "max_depth":
+            what = f"nests deeper than the scrubber's max_depth of {limit} (or is cyclic)"
+        elif bound == "max_bytes":
+            what = (
+                f"exceeds the scrubber's max_bytes of {limit}"
+                " (UTF-8 bytes scanned plus a fixed cost per value, key and candidate)"
+            )
+        else:
+            what = f"still uncovers secrets after the scrubber's {limit} redaction rounds"
+        super().__init__(f"value {what}; it cannot be scrubbed and must not be used")
 
 
 class ApprovalError(GhostError):

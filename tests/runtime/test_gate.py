@@ -258,11 +258,12 @@ def test_any_doubt_becomes_a_recorded_deny(
     assert len(records(sink, "/decisions")) == 1
 
 
-def test_opaque_objects_pass_through_without_being_stringified(gate: Gate) -> None:
-    opaque = BadStr()
-    decision = gate.check(Action("a", "search", "tool:search", {"obj": opaque}))
-    assert decision.verdict is RuntimeVerdict.ALLOW
-    assert decision.args["obj"] is opaque
+def test_opaque_objects_deny_without_being_stringified(gate: Gate) -> None:
+    # Not plain data (SPEC §3): denied by type, and never turned into text.
+    decision = gate.check(Action("a", "search", "tool:search", {"obj": BadStr()}))
+    assert decision.verdict is RuntimeVerdict.DENY
+    assert decision.args == {}
+    assert "UnsupportedValue" in decision.reason
 
 
 def test_condition_on_the_wrong_type_denies_instead_of_skipping_approval(gate: Gate) -> None:
