@@ -213,7 +213,6 @@ _DIGITS: Final = b"0123456789"
 _LETTERS: Final = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
 _LOCAL: Final = _LETTERS + b"0123456789._%+-"
 _SCHEME: Final = _LETTERS + b"0123456789+.-"
-_LOCAL_RUN: Final = re.compile(rb"[A-Za-z0-9._%+-]*")  # on reversed bytes: no backtracking
 _HOST_RUN: Final = re.compile(rb"[A-Za-z0-9._~%-]*")
 
 
@@ -225,15 +224,14 @@ def _email(buf: bytes, start: int, end: int) -> Span | None:
     # scan reads each byte at most once. The pattern leaves the domain's limits
     # to this check (so that its DFA stays small): at most 253 bytes, labels of
     # at most 63.
-    domain = buf[start + 2 : end]
-    if len(domain) > 253 or max(map(len, domain.split(b"."))) > 63:
+    domain = end - start - 2
+    if domain > 253 or (domain > 63 and max(map(len, buf[start + 2 : end].split(b"."))) > 63):
         return None
     local = start
     while local > 0:
         low = max(0, local - 256)
-        run = _LOCAL_RUN.match(buf[low:local][::-1])
-        assert run is not None  # `*` always matches
-        local -= run.end()
+        chunk = buf[low:local]
+        local -= len(chunk) - len(chunk.rstrip(_LOCAL))
         if local > low:
             break  # stopped at a byte that cannot be in a local part
     return (local, end, local, end)

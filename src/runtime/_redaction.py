@@ -45,7 +45,7 @@ __all__ = ["FINDING_COST", "MAX_ROUNDS", "VERIFY_COST", "Hit", "redact"]
 MAX_ROUNDS: Final = 4
 """Redaction rounds one text may take before it is refused (bound ``"fixpoint"``)."""
 
-FINDING_COST: Final = 1536
+FINDING_COST: Final = 3072
 """Budget bytes charged per finding (fingerprint, marker, finding record)."""
 
 VERIFY_COST: Final = 256

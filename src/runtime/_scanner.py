@@ -50,10 +50,10 @@ __all__ = [
     "make_plan",
 ]
 
-HIT_COST: Final = 1024
+HIT_COST: Final = 1536
 """Budget bytes charged per hint hit (one RE2 search call and its dispatch)."""
 
-ATTEMPT_COST: Final = 256
+ATTEMPT_COST: Final = 384
 """Budget bytes charged per anchored pattern tried (one RE2 call and validation)."""
 
 _UNANCHORED: Final = re2._re2.RE2.Anchor.UNANCHORED
@@ -195,8 +195,11 @@ class Plan:
             if hit_start < 0:
                 return
             # The forward scan re-reads [pos, scanned) and the reverse scan the hit itself.
-            cost = HIT_COST + (hit_end - hit_start) + max(0, min(scanned, hit_end) - pos)
-            scanned = max(scanned, hit_end)
+            cost = HIT_COST + hit_end - hit_start
+            if scanned > pos:
+                cost += (scanned if scanned < hit_end else hit_end) - pos
+            if hit_end > scanned:
+                scanned = hit_end
             for entry in dispatch[buf[hit_start]]:
                 number, match, span, skip, offset, allowed, longest, runs, index, blocking = entry
                 if runs and hit_start < covered[number]:
@@ -218,11 +221,13 @@ class Plan:
                 claim = span(buf, start, stop)
                 if claim is not None:
                     claim_start, claim_end, secret_start, secret_end = claim
-                    cost += max(0, start - claim_start)  # read back beyond the match (email)
+                    cost += start - claim_start  # read back beyond the match (email), or 0
                     found.append(
                         (claim_start, -claim_end, not blocking, index, secret_start, secret_end)
                     )
-            meter.charge(cost)
+            meter.left -= cost
+            if meter.left < 0:
+                raise ScrubLimitExceeded("max_bytes", meter.limit)
             pos = hit_start + 1
 
 

@@ -37,11 +37,11 @@ verb and resource.
 
 from __future__ import annotations
 
-import hmac
+import hashlib
 from bisect import bisect_right
 from collections.abc import Collection
 from dataclasses import dataclass
-from typing import Final
+from typing import Any, Final
 
 from runtime._detectors import DETECTOR_NAMES, DETECTORS
 from runtime._errors import ScrubLimitExceeded
@@ -54,6 +54,10 @@ __all__ = ["Finding", "ScrubLimitExceeded", "ScrubResult", "Scrubber"]
 # Keys repeat from call to call (a tool's arguments have the same names each
 # time): short keys found clean by every detector are remembered, so that naming
 # them in a path costs a set lookup. Only keys, never values.
+_SHA256_BLOCK: Final = 64
+_IPAD: Final = bytes(byte ^ 0x36 for byte in range(256))
+_OPAD: Final = bytes(byte ^ 0x5C for byte in range(256))
+
 _CLEAN_MAX_CHARS: Final = 64
 _CLEAN_MAX_ENTRIES: Final = 4096
 
@@ -118,7 +122,7 @@ class Scrubber:
         "_blocking",
         "_clean",
         "_exempt_plan",
-        "_key",
+        "_hmac",
         "_limits",
         "_plan",
         "_record",
@@ -158,7 +162,7 @@ class Scrubber:
         self._plan = make_plan(entries)
         self._exempt_plan = make_plan(tuple(entry for entry in entries if entry[1]))
         self._record = make_plan(tuple((index, False) for index in range(len(DETECTORS))))
-        self._key = bytes(fingerprint_key)
+        self._hmac = _hmac_states(bytes(fingerprint_key))
         self._limits = (max_depth, max_bytes)
         self._clean: set[str] = set()
 
@@ -325,7 +329,23 @@ class Scrubber:
             results[indexes[which]] = redact(plan, datas[which], candidates, meter)
 
     def _fingerprint(self, secret: bytes) -> str:
-        return hmac.digest(self._key, secret, "sha256").hex()
+        # HMAC-SHA256 (RFC 2104) from the two padded-key states hashed once at construction.
+        inner, outer = self._hmac
+        inner = inner.copy()
+        inner.update(secret)
+        outer = outer.copy()
+        outer.update(inner.digest())
+        return outer.hexdigest()
+
+
+def _hmac_states(key: bytes) -> tuple[Any, Any]:
+    """SHA-256 states after the inner and outer padded key of HMAC-SHA256 (RFC 2104)."""
+    if len(key) > _SHA256_BLOCK:
+        key = hashlib.sha256(key).digest()
+    key = key.ljust(_SHA256_BLOCK, b"\0")
+    inner = hashlib.sha256(key.translate(_IPAD))
+    outer = hashlib.sha256(key.translate(_OPAD))
+    return inner, outer
 
 
 def _exemption_trie(exempt: Collection[str]) -> Exempt:

@@ -56,7 +56,7 @@ CONTAINER_COST: Final = 160
 """Budget bytes charged per dict or list, on top of `VALUE_COST`."""
 
 KEY_COST: Final = 128
-"""Budget bytes charged per dict key, on top of its UTF-8 length."""
+"""Budget bytes charged per dict key, on top of its UTF-8 length and its value's `VALUE_COST`."""
 
 Exempt: TypeAlias = "dict[str, Exempt] | bool | None"
 """An exemption trie node: None (nothing exempt at or below), True (exempt here
@@ -134,68 +134,73 @@ class Walk:
         stack: list[tuple[Any, int, Any, int, Exempt]] = [(root, -1, None, 0, exempt)]
         pop = stack.pop
         push = stack.append
-        left = meter.left
+        # VALUE_COST (and a key's KEY_COST) is charged when a container is opened, for
+        # all its items at once: a huge list is refused before its items are pushed.
+        left = meter.left - VALUE_COST
         while stack:
             value, node, slot, depth, here = pop()
             if value is _KEY_MARK:
                 data = slot.encode("utf-8", "surrogatepass")
-                left -= KEY_COST + len(data)
+                left -= len(data)
                 add((node, slot, KEY, data, slot, here is True))
-            else:
-                left -= VALUE_COST
-                kind = type(value)
-                if kind is str:
-                    data = value.encode("utf-8", "surrogatepass")
-                    left -= len(data)
-                    add((node, slot, VALUE, data, value, here is True))
-                elif kind is dict or kind is list:
-                    if depth > max_depth:
-                        meter.left = left
-                        raise ScrubLimitExceeded("max_depth", max_depth)
-                    left -= CONTAINER_COST
-                    index = len(nodes)
-                    nodes.append(_Node(value, node, slot))
-                    deeper = depth + 1
-                    if kind is dict:
-                        for key, item in reversed(dict.items(value)):
-                            if type(key) is not str:
-                                meter.left = left
-                                name = self._name(type(key).__name__)
-                                raise UnsupportedValue(
-                                    name,
-                                    self.path(index, None),
-                                    f"a dict key of type {name}, not a str",
-                                )
-                            child = here.get(key) if isinstance(here, dict) else here
-                            push((item, index, key, deeper, child))
-                            push((_KEY_MARK, index, key, deeper, child))
-                    else:
-                        for position in range(len(value) - 1, -1, -1):
-                            push((value[position], index, position, deeper, here))
-                elif kind is bytes:
-                    left -= len(value)
-                    add((node, slot, VALUE, value, value, here is True))
-                elif kind is int:
-                    if _NUMBER_LOW <= abs(value) < _NUMBER_HIGH:
-                        data = int.__repr__(value).encode("ascii")
-                        left -= len(data)
-                        add((node, slot, NUMBER, data, value, here is True))
-                elif kind is float:
-                    if not math.isfinite(value):
-                        meter.left = left
-                        problem = "a NaN float" if value != value else "an infinite float"
-                        raise UnsupportedValue("float", self.path(node, slot), problem)
-                    if _NUMBER_LOW <= abs(value) < _NUMBER_HIGH:
-                        data = float.__repr__(value).encode("ascii")
-                        left -= len(data)
-                        add((node, slot, NUMBER, data, value, here is True))
-                elif value is not None and kind is not bool:
+                continue
+            kind = type(value)
+            if kind is str:
+                data = value.encode("utf-8", "surrogatepass")
+                left -= len(data)
+                add((node, slot, VALUE, data, value, here is True))
+            elif kind is dict or kind is list:
+                if depth > max_depth:
                     meter.left = left
-                    raise UnsupportedValue(self._name(kind.__name__), self.path(node, slot))
-            if left < 0:
+                    raise ScrubLimitExceeded("max_depth", max_depth)
+                per_item = VALUE_COST + KEY_COST if kind is dict else VALUE_COST
+                left -= CONTAINER_COST + per_item * len(value)
+                if left < 0:
+                    break
+                index = len(nodes)
+                nodes.append(_Node(value, node, slot))
+                deeper = depth + 1
+                if kind is dict:
+                    for key, item in reversed(dict.items(value)):
+                        if type(key) is not str:
+                            meter.left = left
+                            name = self._name(type(key).__name__)
+                            raise UnsupportedValue(
+                                name,
+                                self.path(index, None),
+                                f"a dict key of type {name}, not a str",
+                            )
+                        child = here.get(key) if isinstance(here, dict) else here
+                        push((item, index, key, deeper, child))
+                        push((_KEY_MARK, index, key, deeper, child))
+                else:
+                    for position in range(len(value) - 1, -1, -1):
+                        push((value[position], index, position, deeper, here))
+            elif kind is bytes:
+                left -= len(value)
+                add((node, slot, VALUE, value, value, here is True))
+            elif kind is int:
+                if _NUMBER_LOW <= abs(value) < _NUMBER_HIGH:
+                    data = int.__repr__(value).encode("ascii")
+                    left -= len(data)
+                    add((node, slot, NUMBER, data, value, here is True))
+            elif kind is float:
+                if not math.isfinite(value):
+                    meter.left = left
+                    problem = "a NaN float" if value != value else "an infinite float"
+                    raise UnsupportedValue("float", self.path(node, slot), problem)
+                if _NUMBER_LOW <= abs(value) < _NUMBER_HIGH:
+                    data = float.__repr__(value).encode("ascii")
+                    left -= len(data)
+                    add((node, slot, NUMBER, data, value, here is True))
+            elif value is not None and kind is not bool:
                 meter.left = left
-                raise ScrubLimitExceeded("max_bytes", meter.limit)
+                raise UnsupportedValue(self._name(kind.__name__), self.path(node, slot))
+            if left < 0:
+                break
         meter.left = left
+        if left < 0:
+            raise ScrubLimitExceeded("max_bytes", meter.limit)
 
     def _name(self, text: str) -> str:
         name: str = self._name_key(text)
