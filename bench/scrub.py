@@ -36,7 +36,7 @@ from typing import Any
 from runtime import Scrubber, ScrubLimitExceeded
 
 MIB = 1 << 20
-REPEATS = 5
+REPEATS = 7
 AT_BUDGET = (7 * MIB // 8, 15 * MIB // 16, MIB - 1024)
 ANY_SIZE = (MIB // 16, MIB // 8, MIB // 4, MIB // 2, 3 * MIB // 4, *AT_BUDGET)
 
@@ -174,11 +174,10 @@ def _worst(scrubber: Scrubber, name: str, sizes: tuple[int, ...], kind: str) -> 
         value = ADVERSARIAL[name](size)
         seconds, outcome = _time(scrubber, value)
         row = Row(name, kind, _size(value), seconds, outcome)
-        if worst is None:
-            worst = row
-        elif kind == "any size" and row.seconds > worst.seconds:
-            worst = row
-        elif kind != "any size" and row.mb_per_s < worst.mb_per_s:
+        slower = worst is None or (
+            row.seconds > worst.seconds if kind == "any size" else row.mb_per_s < worst.mb_per_s
+        )
+        if slower:
             worst = row
     assert worst is not None
     return worst
@@ -229,6 +228,55 @@ def small_and_crafted() -> tuple[float, float]:
     return best, crafted
 
 
+def _needed(value: Any) -> int:
+    """The smallest ``max_bytes`` that scrubs ``value`` (bisection over the public API)."""
+    low, high = 0, 1 << 30
+    while low < high:
+        middle = (low + high) // 2
+        try:
+            Scrubber(fingerprint_key=b"bench-key", max_bytes=middle).scrub(value)
+        except ScrubLimitExceeded:
+            low = middle + 1
+        else:
+            high = middle
+    return low
+
+
+def ordinary_payloads() -> list[tuple[str, int, int]]:
+    """Realistic arguments and the budget they need: (what, JSON bytes, budget bytes).
+
+    The default budget (1 MiB) is meant to refuse adversarial input, never these.
+    """
+    rng = random.Random(3)
+    payloads: dict[str, Any] = {
+        "mail tool call, 2 addresses (1 KB)": {
+            "to": "alice@example.com",
+            "cc": ["bob@example.org"],
+            "subject": "Quarterly report",
+            "body": "Hi team, please find the numbers attached. " * 20,
+        },
+        "document, 5 PII items (20 KB)": {
+            "title": "Incident 4711",
+            "text": _prose(20_000, rng)
+            + " mail alice@example.com or +44 20 7946 0958; card 4111 1111 1111 1111;"
+            " IBAN DE89370400440532013000; ssn 219-09-9999",
+        },
+        "table of 100 rows x 5 fields (8 KB)": {
+            "rows": [
+                {"id": i, "name": f"item {i}", "price": i * 1.5, "ok": True, "tags": ["a", "b"]}
+                for i in range(100)
+            ]
+        },
+        "log excerpt with 20 findings (200 KB)": {
+            "log": "\n".join(
+                f"{_prose(1000, rng)} user{i}@example.com" if i % 10 == 0 else _prose(1000, rng)
+                for i in range(200)
+            )
+        },
+    }
+    return [(name, _size(value), _needed(value)) for name, value in payloads.items()]
+
+
 def summary(rows: list[Row]) -> dict[str, float]:
     """The target figures.
 
@@ -257,19 +305,31 @@ def main() -> None:
     rows = measure()
     out = ["| family | kind | bytes | ms | MB/s | outcome |", "|---|---|---:|---:|---:|---|"]
     out += [
-        f"| {r.family} | {r.kind} | {r.size} | {r.seconds * 1e3:.2f} | {r.mb_per_s:.0f} | {r.outcome} |"
+        f"| {r.family} | {r.kind} | {r.size} | {r.seconds * 1e3:.2f} | {r.mb_per_s:.0f}"
+        f" | {r.outcome} |"
         for r in rows
     ]
     figures = summary(rows)
     small, crafted = small_and_crafted()
     out += [
         "",
-        f"ordinary: {figures['ordinary_mb_s']:.0f} MB/s; worst adversarial at the budget:"
-        f" {figures['at_budget_mb_s']:.0f} MB/s (ratio {figures['ratio']:.2f}, target >= 0.33);"
-        f" any size: {figures['budget_mb_s']:.0f} budget MB/s"
-        f" (ratio {figures['budget_ratio']:.2f})",
-        f"scrub of a 1 KB argument set: {small * 1e6:.1f} µs;"
-        f" slowest crafted ~1 MiB: {crafted * 1e3:.2f} ms ({crafted / small:.0f}x)",
+        (
+            f"ordinary: {figures['ordinary_mb_s']:.0f} MB/s; worst adversarial at the budget:"
+            f" {figures['at_budget_mb_s']:.0f} MB/s (ratio {figures['ratio']:.2f}, target >= 0.33);"
+            f" any size: {figures['budget_mb_s']:.0f} budget MB/s"
+            f" (ratio {figures['budget_ratio']:.2f})"
+        ),
+        (
+            f"scrub of a 1 KB argument set: {small * 1e6:.1f} µs;"
+            f" slowest crafted ~1 MiB: {crafted * 1e3:.2f} ms ({crafted / small:.0f}x)"
+        ),
+        "",
+        "| ordinary payload | JSON bytes | budget needed | share of 1 MiB |",
+        "|---|---:|---:|---:|",
+    ]
+    out += [
+        f"| {name} | {size} | {needed} | {needed / MIB:.1%} |"
+        for name, size, needed in ordinary_payloads()
     ]
     sys.stdout.write("\n".join(out) + "\n")
 

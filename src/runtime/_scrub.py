@@ -335,7 +335,8 @@ class Scrubber:
         inner.update(secret)
         outer = outer.copy()
         outer.update(inner.digest())
-        return outer.hexdigest()
+        digest: str = outer.hexdigest()
+        return digest
 
 
 def _hmac_states(key: bytes) -> tuple[Any, Any]:

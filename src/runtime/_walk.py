@@ -30,7 +30,7 @@ same text, the later one gets a `` (2)``, `` (3)``... suffix, so no entry is los
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any, Final, TypeAlias
 
 from runtime._errors import ScrubLimitExceeded, UnsupportedValue
@@ -49,20 +49,19 @@ __all__ = [
     "replacement",
 ]
 
-VALUE_COST: Final = 128
+VALUE_COST: Final = 96
 """Budget bytes charged per value walked (the walk's own work per value)."""
 
-CONTAINER_COST: Final = 160
+CONTAINER_COST: Final = 384
 """Budget bytes charged per dict or list, on top of `VALUE_COST`."""
 
-KEY_COST: Final = 128
+KEY_COST: Final = 96
 """Budget bytes charged per dict key, on top of its UTF-8 length and its value's `VALUE_COST`."""
 
 Exempt: TypeAlias = "dict[str, Exempt] | bool | None"
 """An exemption trie node: None (nothing exempt at or below), True (exempt here
 and everywhere below), or the children of a dict whose keys lead to exemptions."""
 
-_KEY_MARK: Final = object()  # on the walk's stack: "scan the key in this slot"
 
 # Numbers below this cannot hold 11 digits before the point; at or above the upper
 # bound an int has 21+ digits and a float is written with an exponent: neither
@@ -130,77 +129,81 @@ class Walk:
         nodes = self.nodes
         add = self.texts.append
         max_depth = self._max_depth
-        # Items: (value or _KEY_MARK, containing node, slot, depth, exemption).
-        stack: list[tuple[Any, int, Any, int, Exempt]] = [(root, -1, None, 0, exempt)]
-        pop = stack.pop
-        push = stack.append
+        # A stack of open containers: (their remaining (slot, item) pairs, node index,
+        # depth, exemption, dict?). Scalars are handled where they are met; a container
+        # is opened and walked first, and its parent resumes where it stopped, so texts
+        # come in walk order (depth first, a key before its value). The value itself
+        # sits in a pseudo-container at depth -1.
+        frames: list[tuple[Iterator[tuple[Any, Any]], int, int, Exempt, bool]] = [
+            (iter(((None, root),)), -1, -1, exempt, False)
+        ]
         # VALUE_COST (and a key's KEY_COST) is charged when a container is opened, for
-        # all its items at once: a huge list is refused before its items are pushed.
+        # all its items at once: a huge list is refused before anything in it is read.
         left = meter.left - VALUE_COST
-        while stack:
-            value, node, slot, depth, here = pop()
-            if value is _KEY_MARK:
-                data = slot.encode("utf-8", "surrogatepass")
-                left -= len(data)
-                add((node, slot, KEY, data, slot, here is True))
-                continue
-            kind = type(value)
-            if kind is str:
-                data = value.encode("utf-8", "surrogatepass")
-                left -= len(data)
-                add((node, slot, VALUE, data, value, here is True))
-            elif kind is dict or kind is list:
-                if depth > max_depth:
+        while frames:
+            items, node, depth, here, keyed = frames[-1]
+            for slot, value in items:
+                inner = here
+                if keyed:
+                    if type(slot) is not str:
+                        meter.left = left
+                        name = self._name(type(slot).__name__)
+                        raise UnsupportedValue(
+                            name, self.path(node, None), f"a dict key of type {name}, not a str"
+                        )
+                    if isinstance(here, dict):
+                        inner = here.get(slot)
+                    data = slot.encode("utf-8", "surrogatepass")
+                    left -= len(data)
+                    add((node, slot, KEY, data, slot, inner is True))
+                kind = type(value)
+                if kind is str:
+                    data = value.encode("utf-8", "surrogatepass")
+                    left -= len(data)
+                    add((node, slot, VALUE, data, value, inner is True))
+                elif kind is dict or kind is list:
+                    if depth >= max_depth:
+                        meter.left = left
+                        raise ScrubLimitExceeded("max_depth", max_depth)
+                    if kind is dict:
+                        left -= CONTAINER_COST + (VALUE_COST + KEY_COST) * len(value)
+                        opened = iter(dict.items(value))
+                    else:
+                        left -= CONTAINER_COST + VALUE_COST * len(value)
+                        opened = enumerate(value)
+                    if left < 0:
+                        break
+                    frames.append((opened, len(nodes), depth + 1, inner, kind is dict))
+                    nodes.append(_Node(value, node, slot))
+                    break
+                elif kind is bytes:
+                    left -= len(value)
+                    add((node, slot, VALUE, value, value, inner is True))
+                elif kind is int:
+                    if _NUMBER_LOW <= abs(value) < _NUMBER_HIGH:
+                        data = int.__repr__(value).encode("ascii")
+                        left -= len(data)
+                        add((node, slot, NUMBER, data, value, inner is True))
+                elif kind is float:
+                    if not math.isfinite(value):
+                        meter.left = left
+                        problem = "a NaN float" if value != value else "an infinite float"
+                        raise UnsupportedValue("float", self.path(node, slot), problem)
+                    if _NUMBER_LOW <= abs(value) < _NUMBER_HIGH:
+                        data = float.__repr__(value).encode("ascii")
+                        left -= len(data)
+                        add((node, slot, NUMBER, data, value, inner is True))
+                elif value is not None and kind is not bool:
                     meter.left = left
-                    raise ScrubLimitExceeded("max_depth", max_depth)
-                per_item = VALUE_COST + KEY_COST if kind is dict else VALUE_COST
-                left -= CONTAINER_COST + per_item * len(value)
+                    raise UnsupportedValue(self._name(kind.__name__), self.path(node, slot))
                 if left < 0:
                     break
-                index = len(nodes)
-                nodes.append(_Node(value, node, slot))
-                deeper = depth + 1
-                if kind is dict:
-                    for key, item in reversed(dict.items(value)):
-                        if type(key) is not str:
-                            meter.left = left
-                            name = self._name(type(key).__name__)
-                            raise UnsupportedValue(
-                                name,
-                                self.path(index, None),
-                                f"a dict key of type {name}, not a str",
-                            )
-                        child = here.get(key) if isinstance(here, dict) else here
-                        push((item, index, key, deeper, child))
-                        push((_KEY_MARK, index, key, deeper, child))
-                else:
-                    for position in range(len(value) - 1, -1, -1):
-                        push((value[position], index, position, deeper, here))
-            elif kind is bytes:
-                left -= len(value)
-                add((node, slot, VALUE, value, value, here is True))
-            elif kind is int:
-                if _NUMBER_LOW <= abs(value) < _NUMBER_HIGH:
-                    data = int.__repr__(value).encode("ascii")
-                    left -= len(data)
-                    add((node, slot, NUMBER, data, value, here is True))
-            elif kind is float:
-                if not math.isfinite(value):
-                    meter.left = left
-                    problem = "a NaN float" if value != value else "an infinite float"
-                    raise UnsupportedValue("float", self.path(node, slot), problem)
-                if _NUMBER_LOW <= abs(value) < _NUMBER_HIGH:
-                    data = float.__repr__(value).encode("ascii")
-                    left -= len(data)
-                    add((node, slot, NUMBER, data, value, here is True))
-            elif value is not None and kind is not bool:
-                meter.left = left
-                raise UnsupportedValue(self._name(kind.__name__), self.path(node, slot))
+            else:
+                frames.pop()
             if left < 0:
-                break
+                meter.left = left
+                raise ScrubLimitExceeded("max_bytes", meter.limit)
         meter.left = left
-        if left < 0:
-            raise ScrubLimitExceeded("max_bytes", meter.limit)
 
     def _name(self, text: str) -> str:
         name: str = self._name_key(text)
