@@ -112,10 +112,10 @@ def _first_bytes(hint: re2._re2.RE2) -> range:
 
 
 # One compiled rule: (rule number in the plan, anchored Match method, span function,
-# the bytes that cannot lead it or None, peek offset, peek bytes or None, longest
-# match or 0, runs?, catalogue index, blocking?).
+# the bytes that cannot lead it or None, peek offset, the one-byte strings allowed
+# there or None, longest match or 0, runs?, catalogue index, blocking?).
 _Entry: TypeAlias = tuple[
-    int, Any, SpanFunction, bytes | None, int, frozenset[int] | None, int, bool, int, bool
+    int, Any, SpanFunction, bytes | None, int, frozenset[bytes] | None, int, bool, int, bool
 ]
 
 
@@ -140,13 +140,15 @@ class Plan:
         for number, (rule, index, blocking) in enumerate(rules):
             skip = bytes(b for b in range(256) if b not in rule.lead) if rule.lead else None
             offset, allowed = rule.peek if rule.peek is not None else (0, None)
+            # One-byte strings: a peek past the end of the buffer reads b"", never allowed.
+            peek = None if allowed is None else frozenset(bytes([byte]) for byte in allowed)
             entry: _Entry = (
                 number,
                 _compile(rule.pattern).Match,
                 rule.span,
                 skip,
                 offset,
-                None if allowed is None else frozenset(allowed),
+                peek,
                 rule.max_length or 0,
                 rule.runs,
                 index,
@@ -204,10 +206,11 @@ class Plan:
                 number, match, span, skip, offset, allowed, longest, runs, index, blocking = entry
                 if runs and hit_start < covered[number]:
                     continue  # inside this rule's previous match: nothing new
-                if allowed is not None:
-                    peek = hit_start + offset
-                    if peek >= limit or buf[peek] not in allowed:
-                        continue  # the byte there rules this rule out
+                if (
+                    allowed is not None
+                    and buf[hit_start + offset : hit_start + offset + 1] not in allowed
+                ):
+                    continue  # the byte there rules this rule out
                 if skip is not None and not buf[hit_start : hit_start + 3].translate(None, skip):
                     continue  # none of the first three bytes can lead this rule's number
                 stop_at = min(limit, hit_start + longest) if longest else limit

@@ -146,7 +146,6 @@ class Walk:
                 inner = here
                 if keyed:
                     if type(slot) is not str:
-                        meter.left = left
                         name = self._name(type(slot).__name__)
                         raise UnsupportedValue(
                             name, self.path(node, None), f"a dict key of type {name}, not a str"
@@ -163,7 +162,6 @@ class Walk:
                     add((node, slot, VALUE, data, value, inner is True))
                 elif kind is dict or kind is list:
                     if depth >= max_depth:
-                        meter.left = left
                         raise ScrubLimitExceeded("max_depth", max_depth)
                     if kind is dict:
                         left -= CONTAINER_COST + (VALUE_COST + KEY_COST) * len(value)
@@ -171,8 +169,8 @@ class Walk:
                     else:
                         left -= CONTAINER_COST + VALUE_COST * len(value)
                         opened = enumerate(value)
-                    if left < 0:
-                        break
+                    # Opened even when over budget: the check below refuses it before
+                    # anything in it is read.
                     frames.append((opened, len(nodes), depth + 1, inner, kind is dict))
                     nodes.append(_Node(value, node, slot))
                     break
@@ -186,7 +184,6 @@ class Walk:
                         add((node, slot, NUMBER, data, value, inner is True))
                 elif kind is float:
                     if not math.isfinite(value):
-                        meter.left = left
                         problem = "a NaN float" if value != value else "an infinite float"
                         raise UnsupportedValue("float", self.path(node, slot), problem)
                     if _NUMBER_LOW <= abs(value) < _NUMBER_HIGH:
@@ -194,16 +191,14 @@ class Walk:
                         left -= len(data)
                         add((node, slot, NUMBER, data, value, inner is True))
                 elif value is not None and kind is not bool:
-                    meter.left = left
                     raise UnsupportedValue(self._name(kind.__name__), self.path(node, slot))
                 if left < 0:
                     break
             else:
                 frames.pop()
             if left < 0:
-                meter.left = left
                 raise ScrubLimitExceeded("max_bytes", meter.limit)
-        meter.left = left
+        meter.left = left  # what the scan may still spend
 
     def _name(self, text: str) -> str:
         name: str = self._name_key(text)

@@ -490,3 +490,55 @@ ORDINARY = [
 @pytest.mark.parametrize("text", ORDINARY)
 def test_ordinary_text_has_no_findings(scrubber: Scrubber, text: str) -> None:
     assert scrubber.scrub_text(text) == (text, ())
+
+
+# --- span functions: edges ------------------------------------------------------------------
+
+
+def test_keywords_may_be_followed_by_several_blanks(scrubber: Scrubber) -> None:
+    assert scrubber.scrub_text("Bearer  \t abcDEF123456")[0] == "Bearer  \t [REDACTED:bearer_token]"
+    assert scrubber.scrub_text(f"Basic \t{BASIC}")[0] == "Basic \t[REDACTED:basic_auth]"
+    assert scrubber.scrub_text("Bearer" + " " * 17 + "abcDEF123456") == (
+        "Bearer" + " " * 17 + "abcDEF123456",
+        (),
+    )  # at most 16 blanks
+
+
+def test_url_credential_lengths_are_bounded(scrubber: Scrubber) -> None:
+    def url(user: str, password: str, host: str) -> str:
+        return f"x://{user}:{password}@{host}/"
+
+    assert scrubber.scrub_text(url("u" * 256, "p", "h"))[1]
+    assert not scrubber.scrub_text(url("u" * 257, "p", "h"))[1]
+    assert scrubber.scrub_text(url("u", "p" * 256, "h"))[1]
+    assert not scrubber.scrub_text(url("u", "p" * 257, "h"))[1]
+    assert scrubber.scrub_text(url("u", "p", "h" * 253))[1]
+    assert not scrubber.scrub_text(url("u", "p", "h" * 254))[1]
+    assert scrubber.scrub_text("x://u:p@h")[0] == "x://[REDACTED:url_credentials]@h"  # at the end
+    assert scrubber.scrub_text("x://u:p@[fe80::1]")[0] == "x://[REDACTED:url_credentials]@[fe80::1]"
+    # The scheme needs a character before "://".
+    assert scrubber.scrub_text("://u:p@h") == ("://u:p@h", ())
+
+
+def test_email_local_parts_and_domains(scrubber: Scrubber) -> None:
+    long_local = "x" * 300 + "@example.com"
+    assert scrubber.scrub_text(f"<{long_local}>")[0] == "<[REDACTED:email]>"
+    assert scrubber.scrub_text(long_local)[0] == "[REDACTED:email]"  # to the start of the text
+    assert scrubber.scrub_text("a b.c@example.com")[0] == "a [REDACTED:email]"
+    label = "a" * 63
+    assert scrubber.scrub_text(f"u@{label}.{label}.com")[1]
+    assert not scrubber.scrub_text(f"u@{label}a.{label}.com")[1]  # a 64-byte label
+    domain = ".".join(["a" * 60] * 4) + ".com"  # 248 bytes
+    assert scrubber.scrub_text(f"u@{domain}")[1]
+    too_long = ".".join(["a" * 62] * 4) + ".com"  # 255 bytes: the longest domain that fits
+    assert scrubber.scrub_text(f"u@{too_long}")[0] == "[REDACTED:email].com"
+
+
+def test_cards_after_one_or_two_boundary_bytes(scrubber: Scrubber) -> None:
+    for before in ("", " ", "=", "x.", "..", "é"):
+        text = before + "4111111111111111"
+        assert scrubber.scrub_text(text)[0] == before + "[REDACTED:credit_card]", before
+    for before in ("1.", "a", "_", "9"):
+        text = before + "4111111111111111"
+        assert scrubber.scrub_text(text) == (text, ()), before
+    assert scrubber.scrub_text(".4111111111111111")[0] == ".[REDACTED:credit_card]"

@@ -27,6 +27,8 @@ from runtime import (
     UnsupportedValue,
 )
 from runtime._detectors import DETECTORS
+from runtime._redaction import FINDING_COST, MAX_ROUNDS, REACH_AFTER, REACH_BEFORE, VERIFY_COST
+from runtime._scanner import ATTEMPT_COST, HIT_COST
 from runtime._walk import CONTAINER_COST, KEY_COST, VALUE_COST
 from tests.strategies import scrubber_secrets
 
@@ -497,6 +499,28 @@ def test_the_size_budget_is_exact() -> None:
         Scrubber(fingerprint_key=KEY, max_bytes=VALUE_COST + 3).scrub(b"abcd")
 
 
+def test_the_budget_runs_through_walk_scan_and_redaction() -> None:
+    # One value of 20 bytes; one hint hit ("AKIA", 4 bytes read back); one anchored
+    # attempt matching 20 bytes; one finding. What the walk spends, the scan cannot.
+    cost = VALUE_COST + 20 + HIT_COST + 4 + ATTEMPT_COST + 20 + FINDING_COST
+    assert Scrubber(fingerprint_key=KEY, max_bytes=cost).scrub(AWS).value == (
+        "[REDACTED:aws_access_key_id]"
+    )
+    with pytest.raises(ScrubLimitExceeded):
+        Scrubber(fingerprint_key=KEY, max_bytes=cost - 1).scrub(AWS)
+    # One text alone: no value to walk.
+    assert Scrubber(fingerprint_key=KEY, max_bytes=cost - VALUE_COST).scrub_text(AWS)[1]
+    with pytest.raises(ScrubLimitExceeded):
+        Scrubber(fingerprint_key=KEY, max_bytes=cost - VALUE_COST - 1).scrub_text(AWS)
+
+
+def test_the_cost_model_is_the_documented_one() -> None:
+    # ADR 0010 states these figures and bench/scrub.py measures them: change all three.
+    assert (VALUE_COST, CONTAINER_COST, KEY_COST) == (96, 384, 96)
+    assert (HIT_COST, ATTEMPT_COST, FINDING_COST, VERIFY_COST) == (1536, 384, 3072, 256)
+    assert (MAX_ROUNDS, REACH_BEFORE, REACH_AFTER) == (4, 800, 72)
+
+
 def test_shared_references_cannot_blow_up_the_walk() -> None:
     # 2**60 paths through a few dozen objects: the per-value cost ends it quickly.
     bomb: list[object] = [1]
@@ -598,6 +622,18 @@ def test_a_shorter_exempt_path_covers_a_longer_one(scrubber: Scrubber) -> None:
     assert scrubber.scrub([EMAIL], exempt=["0"]).value == [
         "[REDACTED:email]"
     ]  # lists have no names
+
+
+def test_numbers_under_an_exempt_path_are_exempt_too() -> None:
+    args = {"card": 4111111111111111, "cards": [4111111111111111.0], "n": 4111111111111111}
+    assert Scrubber(fingerprint_key=KEY).scrub(args, exempt=["card", "cards"]).value == {
+        "card": 4111111111111111,
+        "cards": [4111111111111111.0],
+        "n": "[REDACTED:credit_card]",
+    }
+    blocking = Scrubber(fingerprint_key=KEY, block=["credit_card"])
+    result = blocking.scrub(args, exempt=["card", "cards"])
+    assert [f.path for f in result.findings] == ["$.card", "$.cards[0]", "$.n"]
 
 
 def test_blocking_detectors_ignore_exemptions() -> None:

@@ -247,3 +247,33 @@ def test_time_grows_linearly_too(plan: Plan, name: str) -> None:
     small = _seconds(plan, family(name, 20_000))
     large = _seconds(plan, family(name, 200_000))
     assert large <= 40 * small + 0.05
+
+
+def test_first_bytes_come_from_the_hints_match_range() -> None:
+    from runtime._scanner import _compile, _first_bytes
+
+    assert _first_bytes(_compile("ab|ac")) == range(ord("a"), ord("a") + 1)
+    assert _first_bytes(_compile("[b-d]x")) == range(ord("b"), ord("d") + 1)
+    assert _first_bytes(_compile(".*")) == range(256)  # may match the empty string
+    assert _first_bytes(_compile("(?s).x")) == range(256)
+
+
+def test_bytes_are_scanned_one_byte_one_character() -> None:
+    # Latin-1 mode: invalid UTF-8 is just bytes that are not word characters.
+    plan = make_plan(ALL)
+    data = b"\xff4111111111111111\xfe"
+    found, _ = scan(plan, data)
+    assert [(c[3], c[4], c[5]) for c in found] == [(12, 1, 17)]
+    assert redacted(plan, data, found)[0] == b"\xff[REDACTED:credit_card]\xfe"
+    # A multi-byte character is never part of a token, and never splits a marker.
+    found, _ = scan(plan, "é4111111111111111".encode())
+    assert [(c[4], c[5]) for c in found] == [(2, 18)]
+
+
+def test_what_is_read_again_is_charged(plan: Plan) -> None:
+    # An email's local part is read back from the hint: 99 more bytes.
+    _, spent = scan(plan, b"a" * 100 + b"@x.co")
+    assert spent == HIT_COST + 3 + ATTEMPT_COST + 6 + 99
+    # The second search starts inside the first hit ("sk-" at 0), re-reading 2 bytes.
+    _, spent = scan(plan, b"sk-sk-")
+    assert spent == 2 * (HIT_COST + 3) + 2 + 4 * ATTEMPT_COST
