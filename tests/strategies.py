@@ -457,3 +457,90 @@ def path_texts(*, start: str = "") -> st.SearchStrategy[str]:
 def glob_segments(alphabet: str = "ab*?é") -> st.SearchStrategy[str]:
     """One segment of a resource glob: ``**`` or a run of literals and wildcards."""
     return st.one_of(st.just("**"), st.text(alphabet=alphabet, min_size=1, max_size=4))
+
+
+# --- runtime: adversarial text for the scrubber's scanner (issue 5) ------------------
+
+# Pieces of every detector's syntax, whole secrets, and the punctuation that glues
+# them: random concatenations reach the corners of the hints, the anchored
+# patterns, the validators and the boundaries between candidates.
+SCANNER_FRAGMENTS: tuple[str, ...] = (
+    "AKIAIOSFODNN7EXAMPLE",
+    "AKIA",
+    "A3T",
+    "ghp_a1B2c3D4e5a1B2c3D4e5a1B2c3D4e5a1B2c3",
+    "gh",
+    "xoxb-",
+    "xoxb-1234567890-abcdefghij",
+    "sk-",
+    "sk-proj-abc123DEF456ghi789JKL0",
+    "sk_live_",
+    "sk_live_abcdefghij12",
+    "AIza",
+    "AIzaSyA1234567890abcdefghijklmnopqrs-",
+    "-----BEGIN PRIVATE KEY-----\nMIIab+/=\n",
+    "-----END PRIVATE KEY-----",
+    "-----BEGIN ",
+    "eyJ",
+    "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxIn0.sig",
+    "Bearer ",
+    "Bearer abcDEF123456",
+    "Basic ",
+    "Basic dXNlcjpwYXNz",
+    "://",
+    "x://a:",
+    "postgres://u:p@ss@db.example.com/x",
+    "@",
+    "bob@x.com",
+    "alice@example.co.uk",
+    "4111111111111111",
+    "4111 1111 1111 1111",
+    "4111-1111-1111-1111",
+    "3782 822463 10005",
+    "GB82WEST12345698765432",
+    "gb82 west 1234 5698 7654 32",
+    "GB82 ",
+    "+14155552671",
+    "+44 20 7946 0958",
+    "+1 ",
+    "(415) 555-2671",
+    "415-555-2671",
+    "14155552671",
+    "219-09-9999",
+    "123 45 6789",
+    "0.4111111111111111",
+    "[REDACTED:email]",
+    "é",
+    "\x00",
+    " ",
+    "  ",
+    "-",
+    ".",
+    "_",
+    "+",
+    ":",
+    "/",
+    "(",
+    ")",
+    "#",
+    "=",
+    "~",
+    "%",
+    "\n",
+    ",",
+    ";",
+    "[",
+    "]",
+    "'",
+    '"',
+    "a",
+    "Z",
+    "0",
+    "1",
+    "9",
+)
+
+
+def scanner_texts(*, max_fragments: int = 8) -> st.SearchStrategy[str]:
+    """Concatenations of `SCANNER_FRAGMENTS`: text dense in near-secrets and glue."""
+    return st.lists(st.sampled_from(SCANNER_FRAGMENTS), max_size=max_fragments).map("".join)

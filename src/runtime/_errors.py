@@ -11,8 +11,9 @@
     │   ├── AmbiguousResource(ValueError)  a resource no glob may judge (traversal, encodings)
     │   ├── ConditionError               a ``when`` path that is missing or runs through a non-dict
     │   │   └── ConditionTypeError(TypeError)  a value of the wrong type for its operator
-    │   └── NarrowingError               a narrowing that cannot be applied to the arguments
-    │       └── NarrowingEscape          a ``within`` path that leaves its directory
+    │   ├── NarrowingError               a narrowing that cannot be applied to the arguments
+    │   │   └── NarrowingEscape          a ``within`` path that leaves its directory
+    │   └── ScrubLimitExceeded(ValueError)  arguments the scrubber cannot finish within its bounds
     ├── ApprovalError                    misuse of the approval queue
     ├── ActionDenied                     `Gate.enforce` on a `deny` verdict
     ├── ApprovalPending                  `Gate.enforce` on a `pending` verdict
@@ -27,7 +28,7 @@ read the fields instead of parsing text.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal
 
 if TYPE_CHECKING:
     from runtime._action import Decision
@@ -46,6 +47,7 @@ __all__ = [
     "NarrowingError",
     "NarrowingEscape",
     "PolicyError",
+    "ScrubLimitExceeded",
     "TraceContextError",
     "UnsupportedValue",
 ]
@@ -220,6 +222,35 @@ class NarrowingEscape(NarrowingError):
             f"argument {self.path!r} escapes {self.prefix!r}, the directory rule"
             f" {self.rule!r} confines it to: it {self.problem}"
         )
+
+
+class ScrubLimitExceeded(EvaluationError, ValueError):
+    """Arguments the scrubber cannot finish within its bounds; they must not be used.
+
+    The scrubber never returns text it has not finished scanning or redacting:
+    past a bound it raises this, and the gate denies (SPEC §4). The message
+    names the bound and its limit, never any of the value's content.
+
+    Attributes:
+        bound: ``"max_depth"`` (nesting, or a cycle), ``"max_bytes"`` (the size
+            budget: text, values, keys and candidates, ADR 0010) or
+            ``"fixpoint"`` (redaction rounds that kept uncovering more).
+        limit: the configured limit that was exceeded.
+    """
+
+    def __init__(self, bound: Literal["max_depth", "max_bytes", "fixpoint"], limit: int) -> None:
+        self.bound = bound
+        self.limit = limit
+        if bound == "max_depth":
+            what = f"nests deeper than the scrubber's max_depth of {limit} (or is cyclic)"
+        elif bound == "max_bytes":
+            what = (
+                f"exceeds the scrubber's max_bytes of {limit}"
+                " (UTF-8 bytes scanned plus a fixed cost per value, key and candidate)"
+            )
+        else:
+            what = f"still uncovers secrets after the scrubber's {limit} redaction rounds"
+        super().__init__(f"value {what}; it cannot be scrubbed and must not be used")
 
 
 class ApprovalError(GhostError):

@@ -141,13 +141,8 @@ class Gate:
             to_data=to_data,
         )
         # What the log keeps of outside text is scrubbed by every detector, whatever
-        # the policy lists (SPEC §4): a second scrubber, configured once.
-        log_scrubber = Scrubber(
-            fingerprint_key=b"ghost.recorded-text", max_depth=1, max_bytes=settings.max_bytes
-        )
-        self._recorded = RecordedText(
-            lambda text: log_scrubber.scrub_text(text)[0], max_chars=max_name_chars
-        )
+        # the policy lists (SPEC §4); `record_text` never raises.
+        self._recorded = RecordedText(self._scrubber.record_text, max_chars=max_name_chars)
         run = RunStart(
             policy_id=policy.policy_id,
             policy_sha256=policy.policy_sha256,

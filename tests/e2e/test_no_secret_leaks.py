@@ -96,3 +96,30 @@ def test_a_planted_secret_reaches_nothing_ghost_writes(
             "events": [(e.name, dict(e.attributes or {})) for e in span.events],
         }
         assert secret not in json.dumps(exported, default=repr)
+
+
+@settings(max_examples=20, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    st.sampled_from([4111111111111111, 378282246310005, 5555555555554444]),
+    st.sampled_from(["value", "list", "nested"]),
+)
+def test_a_card_number_given_as_an_int_reaches_nothing_ghost_writes(card: int, where: str) -> None:
+    # Numbers are scanned as their decimal text (SPEC §4): an int is no way around.
+    args: dict[str, Any] = {
+        "value": {"n": card},
+        "list": {"items": [1, card]},
+        "nested": {"a": {"b": [{"c": card}]}},
+    }[where]
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp) / "run.mcap"
+        with capture_logs() as events, McapAuditSink(out) as sink:
+            decision = Gate(Policy.from_dict(POLICY), sink=sink).check(
+                Action("bot", "search", "tool:search", args)
+            )
+        messages = b"".join(record.data for record in read_run(out).records)
+        raw = out.read_bytes()
+    needle = str(card).encode()
+    assert needle not in raw
+    assert needle not in messages
+    assert str(card) not in json.dumps(dict(decision.args))
+    assert str(card) not in repr(events)

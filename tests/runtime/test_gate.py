@@ -278,9 +278,11 @@ def test_any_doubt_becomes_a_recorded_deny(
 
 
 def test_opaque_objects_deny_without_being_stringified(gate: Gate) -> None:
+    # Not plain data (SPEC §3): denied by type, and never turned into text.
     decision = gate.check(Action("a", "search", "tool:search", {"obj": BadStr()}))
     assert decision.verdict is RuntimeVerdict.DENY
     assert decision.reason.startswith("denied: argument $.obj is a BadStr, which is not plain data")
+    assert decision.args == {}
 
 
 def test_condition_on_the_wrong_type_denies_instead_of_skipping_approval(gate: Gate) -> None:
