@@ -19,10 +19,10 @@ from pathlib import Path
 
 import structlog
 
-from bench import audit_log, gate
+from bench import audit_log, gate, scrub
 from bench._harness import Section, render
 
-MODULES = (gate, audit_log)
+MODULES = (gate, scrub, audit_log)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -33,6 +33,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from bench._harness import Row as ReportRow
+from bench._harness import Section
 from runtime import Scrubber, ScrubLimitExceeded
 
 MIB = 1 << 20
@@ -154,10 +156,10 @@ def _size(value: Any) -> int:
     return len(json.dumps(value))
 
 
-def _time(scrubber: Scrubber, value: Any) -> tuple[float, str]:
+def _time(scrubber: Scrubber, value: Any, repeats: int = REPEATS) -> tuple[float, str]:
     best = float("inf")
     outcome = ""
-    for _ in range(REPEATS):
+    for _ in range(repeats):
         started = time.process_time()
         try:
             result = scrubber.scrub(value)
@@ -168,11 +170,11 @@ def _time(scrubber: Scrubber, value: Any) -> tuple[float, str]:
     return max(best, 1e-9), outcome
 
 
-def _worst(scrubber: Scrubber, name: str, sizes: tuple[int, ...], kind: str) -> Row:
+def _worst(scrubber: Scrubber, name: str, sizes: tuple[int, ...], kind: str, repeats: int) -> Row:
     worst: Row | None = None
     for size in sizes:
         value = ADVERSARIAL[name](size)
-        seconds, outcome = _time(scrubber, value)
+        seconds, outcome = _time(scrubber, value, repeats)
         row = Row(name, kind, _size(value), seconds, outcome)
         slower = worst is None or (
             row.seconds > worst.seconds if kind == "any size" else row.mb_per_s < worst.mb_per_s
@@ -183,8 +185,11 @@ def _worst(scrubber: Scrubber, name: str, sizes: tuple[int, ...], kind: str) -> 
     return worst
 
 
-def measure() -> list[Row]:
+def measure(repeats: int = REPEATS) -> list[Row]:
     """Measure ordinary and adversarial families with a default `Scrubber`.
+
+    Args:
+        repeats: runs per input; the best CPU time counts.
 
     Returns:
         One row per ordinary family (7/8 MiB), and per adversarial family its
@@ -194,11 +199,11 @@ def measure() -> list[Row]:
     rows: list[Row] = []
     for name, make in ORDINARY.items():
         value = make(7 * MIB // 8, random.Random(7))
-        seconds, outcome = _time(scrubber, value)
+        seconds, outcome = _time(scrubber, value, repeats)
         rows.append(Row(name, "ordinary", _size(value), seconds, outcome))
     for name in ADVERSARIAL:
-        rows.append(_worst(scrubber, name, AT_BUDGET, "at budget"))
-        rows.append(_worst(scrubber, name, ANY_SIZE, "any size"))
+        rows.append(_worst(scrubber, name, AT_BUDGET, "at budget", repeats))
+        rows.append(_worst(scrubber, name, ANY_SIZE, "any size", repeats))
     return rows
 
 
@@ -298,6 +303,74 @@ def summary(rows: list[Row]) -> dict[str, float]:
         "budget_mb_s": budget_mb_s,
         "budget_ratio": budget_mb_s / ordinary_mb_s,
     }
+
+
+def run(*, quick: bool = False) -> list[Section]:
+    """The scrubber's sections of BENCHMARKS.md (``make bench``).
+
+    Args:
+        quick: fewer repetitions (a smoke run).
+    """
+    rows = measure(2 if quick else REPEATS)
+    payloads = ordinary_payloads()
+    figures = summary(rows)
+    ordinary = figures["ordinary_mb_s"]
+    report: list[ReportRow] = [
+        ReportRow(f"ordinary: {row.family} ({row.size:,} B)", row.mb_per_s, "MB/s", 1.0)
+        for row in rows
+        if row.kind == "ordinary"
+    ]
+    at_budget = sorted(
+        (row for row in rows if row.kind == "at budget"), key=lambda row: row.mb_per_s
+    )
+    worst = at_budget[0]
+    for row in at_budget:
+        holds = row.mb_per_s * 3 >= ordinary
+        report.append(
+            ReportRow(
+                f"adversarial: {row.family} ({row.size:,} B, {row.outcome})",
+                row.mb_per_s,
+                "MB/s",
+                row.mb_per_s / ordinary,
+                "≥ 0.33× ordinary" if row is worst else None,
+                holds if row is worst else None,
+            )
+        )
+    throughput = Section(
+        "Scrubber: adversarial input against ordinary text",
+        (
+            "CPU MB/s of `Scrubber.scrub` at the default budget (`max_bytes` = 1 MiB), inputs"
+            " of 7/8 MiB to just under 1 MiB; each adversarial family at its slowest size."
+            " Ratio: to the slower ordinary family (prose, JSON text). A refused input is"
+            " timed until the refusal. Target (issue 5): the worst adversarial family at"
+            " least a third of ordinary."
+        ),
+        tuple(report),
+        notes=(
+            (
+                f"Worst adversarial at the budget: {worst.family}, {worst.mb_per_s:.0f} MB/s"
+                f" ({worst.mb_per_s / ordinary:.2f}× ordinary)."
+            ),
+            (
+                f"At any size (1/16 MiB up), the slowest adversarial input takes"
+                f" {MIB / figures['budget_mb_s'] / 1e6 * 1e3:.2f} ms"
+                f" ({figures['budget_ratio']:.2f}× the time of 1 MiB of ordinary text)."
+            ),
+        ),
+    )
+    budget = Section(
+        "Scrubber: budget used by ordinary payloads",
+        (
+            "The smallest `max_bytes` that scrubs each realistic payload (bisection over"
+            " the public API): the default 1 MiB budget refuses adversarial input, never"
+            " these. Ratio: share of the 1 MiB default."
+        ),
+        tuple(
+            ReportRow(f"{name} ({size:,} B JSON)", needed, "B", needed / MIB)
+            for name, size, needed in payloads
+        ),
+    )
+    return [throughput, budget]
 
 
 def main() -> None:
