@@ -215,7 +215,7 @@ def _finite_number(condition: Condition, op: str, value: object) -> float | int:
     if not _is_number(value):
         raise condition.type_error(op, f"needs a number, not a {kind_of(value)}")
     assert isinstance(value, int | float)
-    if not math.isfinite(value):
+    if type(value) is float and not math.isfinite(value):  # an int is finite at any size
         raise condition.type_error(op, "needs a finite number, not NaN or an infinity")
     return value
 
@@ -239,7 +239,7 @@ def _make_test(condition: Condition, op: str, frozen: Any) -> Callable[[object],
     """Compile one operator; the closures hold private plain copies of the operands."""
     operand = thaw(frozen)
     if op in _ORDERINGS:
-        if not _is_number(operand) or not math.isfinite(operand):
+        if not _is_number(operand) or (type(operand) is float and not math.isfinite(operand)):
             raise ValueError(f"{op} needs a finite number")
         compare = _ORDERINGS[op]
 

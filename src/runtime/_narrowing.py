@@ -64,7 +64,9 @@ class Narrowing:
 
     def __post_init__(self) -> None:
         for _, bound in self.clamp:
-            if type(bound) not in (int, float) or not math.isfinite(bound):
+            if type(bound) not in (int, float) or (
+                type(bound) is float and not math.isfinite(bound)
+            ):
                 raise ValueError("a clamp bound must be a finite number")
         for _, prefix in self.within:
             problem = check_prefix(prefix) if isinstance(prefix, str) else "must be a string"
@@ -104,7 +106,7 @@ class Narrowing:
                 raise NarrowingError(
                     rule, ".".join(path), "clamp", f"needs a number, not a {kind_of(value)}"
                 )
-            if not math.isfinite(value):
+            if type(value) is float and not math.isfinite(value):  # an int is finite at any size
                 raise NarrowingError(
                     rule, ".".join(path), "clamp", "needs a finite number, not NaN or an infinity"
                 )

@@ -309,7 +309,7 @@ class _Parser:
                     )
         clamp, forced, within = [], [], []
         for key, bound in self.table(raw, "clamp", rule).items():
-            if not _is_number(bound) or not math.isfinite(bound):
+            if not _is_number(bound) or (type(bound) is float and not math.isfinite(bound)):
                 raise self.fail(
                     "a clamp bound must be a finite number", rule=rule, field=f"narrow.clamp.{key}"
                 )

@@ -523,3 +523,27 @@ def test_match_is_linear_on_adversarial_input(pattern: str, make: Any) -> None:
 def test_prefix_is_linear() -> None:
     condition = cond(prefix="a" * 1000 + "b")
     assert_linear(lambda text: condition.holds({"x": text}), lambda n: "a" * n, 4_000)
+
+
+@pytest.mark.parametrize("op", ["gt", "ge", "lt", "le"])
+@pytest.mark.parametrize("value", [10**400, -(10**400), 2**1024])
+def test_an_int_too_large_for_a_float_is_compared_exactly(op: str, value: int) -> None:
+    # An int is finite at any size: it is compared, not turned into an OverflowError
+    # that would deny for the wrong reason (and hide the rule from the reason).
+    assert holds(value, **{op: 50}) is {"gt": value > 50, "ge": value >= 50}.get(
+        op, value < 50 if op == "lt" else value <= 50
+    )
+    assert holds(value, **{op: 0.5}) is (
+        value > 0.5
+        if op == "gt"
+        else value >= 0.5
+        if op == "ge"
+        else value < 0.5
+        if op == "lt"
+        else value <= 0.5
+    )
+
+
+def test_a_huge_int_operand_is_a_finite_bound() -> None:
+    assert holds(10**400, gt=10**399) is True
+    assert holds(10**399, gt=10**400) is False

@@ -462,3 +462,18 @@ def test_within_is_linear(make: Any) -> None:
             narrowing.apply("r", {"p": value}, [])
 
     assert_linear(run, make, 2_000)
+
+
+@pytest.mark.parametrize("value", [10**400, 2**1024])
+def test_an_int_too_large_for_a_float_is_clamped(value: int) -> None:
+    out, changes = apply(clamp("limit", 10), {"limit": value})
+    assert out == {"limit": 10}
+    assert changes == [("clamp", "limit")]
+    out, changes = apply(clamp("limit", 10), {"limit": -value})
+    assert out == {"limit": -value}
+    assert changes == []
+
+
+def test_a_huge_int_bound_is_a_finite_bound() -> None:
+    out, _ = apply(Narrowing(clamp=((path("n"), 10**400),)), {"n": 10**401})
+    assert out == {"n": 10**400}
