@@ -84,8 +84,9 @@ def make_report() -> DecisionTraceReport:
 # --- round trip and canonical bytes ------------------------------------------------------
 
 
-@given(decision_trace_reports())
-def test_decode_of_encode_is_the_same_report(report: DecisionTraceReport) -> None:
+@given(decision_trace_reports(), st.booleans())
+def test_decode_of_encode_is_the_same_report(report: DecisionTraceReport, sealed: bool) -> None:
+    report = dataclasses.replace(report, sealed=sealed)
     data = encode_decision_trace_report_to_bytes(report)
     decoded = decode_decision_trace_report_from_json(data)
 
