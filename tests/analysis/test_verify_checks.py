@@ -150,6 +150,19 @@ def test_a_decision_claiming_another_decisions_assessment_is_named() -> None:
     ]
 
 
+def test_a_claimed_assessment_is_no_longer_open_to_claims() -> None:
+    links = Links()
+    first = links.assess()
+    links.decide(first.address)
+
+    _, problems = links.decide(first.address, decision_id=ID_2)
+
+    # Its one decision has it: a second claim finds nothing open, and says so.
+    assert messages(problems) == [
+        f"it claims assessment {first.address}, but no assessment for this decision precedes it"
+    ]
+
+
 def test_a_claim_that_is_not_a_hash_is_described() -> None:
     links = Links()
 

@@ -277,6 +277,8 @@ def test_a_deleted_run_record_is_tampering_not_a_foreign_file(stored: StoredRun,
     assert [p.position for p in run_problems] == [0]
     assert "the first record is on /assessments" in run_problems[0].message
     assert result.run_id is None
+    # The attachment is checked against /run alone, not whatever record came first.
+    assert [p for p in result.problems if p.check is C.ATTACHMENT] == []
 
 
 def test_a_run_record_that_is_not_first_is_named(stored: StoredRun, out: Path) -> None:
@@ -287,6 +289,15 @@ def test_a_run_record_that_is_not_first_is_named(stored: StoredRun, out: Path) -
 
     run_problems = [p.position for p in result.problems if p.check is C.RUN]
     assert run_problems == [0, A_DENY]
+
+
+def test_a_run_record_second_is_named(stored: StoredRun, out: Path) -> None:
+    messages = stored.messages
+    messages[RUN], messages[A_ALLOW] = messages[A_ALLOW], messages[RUN]
+
+    result = verify_edit(stored, out)
+
+    assert [p.position for p in result.problems if p.check is C.RUN] == [0, 1]
 
 
 def test_a_complete_file_without_records_is_no_run(tmp_path: Path) -> None:
@@ -388,6 +399,23 @@ def test_a_second_seal_is_after_the_seal(stored: StoredRun, out: Path) -> None:
     result = verify_edit(stored, out)
 
     assert (C.SEAL, RECORDS) in found(result)
+
+
+def test_an_unreadable_seal_is_a_json_problem_only(stored: StoredRun, out: Path) -> None:
+    stored.messages[SEAL].data = b"sealed, honestly"
+
+    result = verify_edit(stored, out)
+
+    assert found(result) == [(C.JSON, SEAL)]
+    assert result.sealed is False
+
+
+def test_a_run_of_one_record_without_its_seal_lost_it(stored: StoredRun, out: Path) -> None:
+    del stored.messages[A_ALLOW:]
+
+    result = verify_edit(stored, out)
+
+    assert found(result) == [(C.SEAL, None)]
 
 
 def test_a_complete_file_without_a_seal_lost_it(stored: StoredRun, out: Path) -> None:
@@ -499,7 +527,7 @@ def test_a_long_attachment_name_is_clipped(stored: StoredRun, out: Path) -> None
     message = verify_edit(stored, out).problems[0].message
 
     assert "n" * 59 + "…" in message
-    assert "n" * 61 not in message
+    assert "n" * 60 not in message
 
 
 # --- the structure ghost writes: CRCs and schemas -------------------------------------------
