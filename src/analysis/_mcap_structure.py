@@ -119,18 +119,22 @@ class _Scan:
                 " zeroed, which turns off the check that catches an edit made in place"
             )
 
-    def _take(self, record: McapRecord, *, in_chunk: bool = False) -> None:
-        if isinstance(record, Schema):
-            self._check_schema(record)
-        elif isinstance(record, Channel):
-            self._ghost_channels = self._ghost_channels or record.topic in self._topics
-        elif isinstance(record, Chunk) and not in_chunk:
+    def _take(self, record: McapRecord) -> None:
+        if isinstance(record, Schema | Channel):
+            self._define(record)
+        elif isinstance(record, Chunk):
             self._chunks += 1
             self._take_chunk(record, self._chunks)
         elif isinstance(record, DataEnd) and self._data_end is None:
             self._data_end = record
         elif isinstance(record, Footer) and record.summary_start and not record.summary_crc:
             self.problem("its summary CRC is zero: a ghost sink always writes it, so it was zeroed")
+
+    def _define(self, record: Schema | Channel) -> None:
+        if isinstance(record, Channel):
+            self._ghost_channels = self._ghost_channels or record.topic in self._topics
+        else:
+            self._check_schema(record)
 
     def _check_schema(self, schema: Schema) -> None:
         expected = self._schema_bytes.get(schema.name)
@@ -163,7 +167,8 @@ class _Scan:
                 data=inner,
             )
         ):
-            self._take(record, in_chunk=True)
+            if isinstance(record, Schema | Channel):
+                self._define(record)
 
 
 def _records(data: bytes) -> Iterator[McapRecord]:
@@ -181,18 +186,12 @@ def _inflate(chunk: Chunk) -> bytes | None:
         return None
     import zstandard
 
-    # Streamed, so the frame's own size claim cannot make us allocate more than the cap.
-    parts: list[bytes] = []
-    wanted = size + 1  # one byte more than claimed shows a chunk that inflates beyond its claim
-    with zstandard.ZstdDecompressor().stream_reader(io.BytesIO(chunk.data)) as stream:
+    # Streamed, so a frame's own size claim cannot make us allocate more than the
+    # chunk claims; one byte more than claimed shows a chunk that inflates beyond it.
+    source = io.BytesIO(chunk.data)
+    with zstandard.ZstdDecompressor().stream_reader(source, read_across_frames=True) as stream:
         try:
-            while wanted > 0:
-                piece = stream.read(wanted)
-                if not piece:
-                    break
-                parts.append(piece)
-                wanted -= len(piece)
+            inner = stream.read(size + 1)
         except zstandard.ZstdError:
             return None
-    inner = b"".join(parts)
     return inner if len(inner) == size else None

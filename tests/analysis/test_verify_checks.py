@@ -8,6 +8,7 @@ decision, an assessment and an approval can disagree).
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable, Mapping
 from types import MappingProxyType
 from typing import Any
@@ -15,7 +16,7 @@ from typing import Any
 import pytest
 
 from analysis import IntegrityCheck, RunProblem
-from analysis._run_facts import RecordFacts, RunEnd, read_facts
+from analysis._run_facts import RecordFacts, RunEnd, read_facts, shown
 from analysis._verify_chain import KnownTopicsCheck, McapFieldsCheck, SeqCheck
 from analysis._verify_checkpoints import CheckpointCheck
 from analysis._verify_links import DecisionLinkCheck
@@ -463,3 +464,57 @@ def test_no_key_and_no_anchor_ask_for_nothing() -> None:
     check.visit(facts(1, "/checkpoints", {"schema": "ghost.checkpoint/1", "stamp_ns": 1}))
 
     assert list(check.finish(END_SEALED)) == []
+
+
+# --- what a message may show ----------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("value", "text"),
+    [
+        ("a" * 64, "a" * 64),
+        (ID_1, ID_1),
+        ("A" * 64, "a string"),
+        ("a" * 63, "a string"),
+        ("line\nbreak", "a string"),
+        (10**20 - 1, str(10**20 - 1)),
+        (-(10**20) + 1, str(-(10**20) + 1)),
+        (10**20, "a very large integer"),
+        (-(10**20), "a very large integer"),
+        (True, "a boolean"),
+        (None, "null"),
+        ([1], "an array"),
+        (1.5, "a number"),
+    ],
+)
+def test_a_message_shows_only_validated_values(value: object, text: str) -> None:
+    assert shown(value) == text
+
+
+def test_a_record_that_the_reader_could_not_parse_says_why() -> None:
+    def unreadable(problem: str | None) -> str:
+        logged = LoggedRecord("/seal", 1, 1, b"x", sha256_hex(b"x"), None, problem)
+        _, problems = read_facts(0, logged, TOPICS)
+        assert [p.check for p in problems] == [C.JSON]
+        return problems[0].message
+
+    assert unreadable("the message is JSON null") == (
+        "the message cannot be read: the message is JSON null"
+    )
+    assert unreadable(None) == "the message cannot be read: it is not a JSON object"
+
+
+def test_a_long_reason_for_no_canonical_form_is_clipped() -> None:
+    huge = 10**200  # parses as JSON, but no record may hold it
+    data = canonical_bytes({"schema": "ghost.seal/1"})[:-1] + f',"stamp_ns":{huge}}}'.encode()
+    logged = LoggedRecord(
+        "/seal", 1, 1, data, sha256_hex(data), MappingProxyType(json.loads(data)), None
+    )
+
+    _, problems = read_facts(0, logged, TOPICS)
+
+    canonical = next(p for p in problems if p.check is C.CANONICAL)
+    reason = canonical.message.split(" (", 1)[1]
+    assert reason.startswith("integer 1000")
+    assert reason.endswith("…)")
+    assert len(reason) == 161  # 159 characters, the ellipsis, the parenthesis
