@@ -211,9 +211,9 @@ class SealCheck:
             return (
                 RunProblem(
                     IntegrityCheck.SEAL,
-                    "the file is complete (it has its MCAP footer) but holds no /seal record;"
-                    " a ghost sink seals the run before it finishes the file, so the seal was"
-                    " removed",
+                    "the file is complete (it has its MCAP footer) but holds no readable /seal"
+                    " record; a ghost sink seals the run before it finishes the file, so the"
+                    " seal was removed or damaged",
                 ),
             )
         return ()

@@ -424,7 +424,7 @@ def test_a_complete_file_without_a_seal_lost_it(stored: StoredRun, out: Path) ->
     result = verify_edit(stored, out)
 
     assert found(result) == [(C.SEAL, None)]
-    assert "holds no /seal record" in result.problems[0].message
+    assert "holds no readable /seal record" in result.problems[0].message
     assert (result.sealed, result.truncated, result.status) == (False, False, RunStatus.TAMPERED)
 
 
@@ -598,6 +598,21 @@ def with_fresh_data_crc(data: bytearray) -> bytearray:
     crc = data_end_offset(bytes(data))
     data[crc : crc + 4] = zlib.crc32(data[: crc - 9]).to_bytes(4, "little")
     return data
+
+
+def test_a_chunk_that_does_not_decompress_is_the_readers_to_name(
+    gate_runs: dict[str, GateRun], tmp_path: Path
+) -> None:
+    data = bytearray(gate_runs["chunk"].path.read_bytes())
+    data[chunk_offsets(bytes(data))[-1] + 4 + 60] ^= 0xFF  # zstd fails on this one
+    path = tmp_path / "corrupt-chunk.mcap"
+    path.write_bytes(with_fresh_data_crc(data))
+
+    result = verify_run(path)
+
+    # The seal was in the lost chunk; the structure pass adds nothing of its own.
+    assert found(result) == [(C.READER, None), (C.SEAL, None)]
+    assert "ZstdError" in result.problems[0].message
 
 
 def test_a_zeroed_chunk_crc_is_named(gate_runs: dict[str, GateRun], tmp_path: Path) -> None:

@@ -192,7 +192,7 @@ def test_deleting_any_record_is_caught(
         expected = "problem: seq 1 /assessments"  # now first, where /run should be
         assert any(line.startswith(expected) and "run: the first" in line for line in verdict.lines)
     elif position == LAST:
-        assert any("holds no /seal record" in line for line in verdict.lines)
+        assert any("holds no readable /seal record" in line for line in verdict.lines)
     else:
         after = base.messages[position + 1]
         assert_names(verdict, after, position + 1)
