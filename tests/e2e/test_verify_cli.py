@@ -402,3 +402,90 @@ def test_in_process_the_exit_code_follows_the_status(
         RunStatus.TRUNCATED: 4,
     }
     capsys.readouterr()
+
+
+def test_the_exit_codes_are_the_specs() -> None:
+    from analysis import _cli
+
+    assert (
+        _cli.EXIT_OK,
+        _cli.EXIT_FAILURE,
+        _cli.EXIT_USAGE,
+        _cli.EXIT_TAMPERED,
+        _cli.EXIT_TRUNCATED,
+        _cli.EXIT_INTERRUPTED,
+    ) == (0, 1, 2, 3, 4, 130)
+
+
+@pytest.mark.parametrize(("size", "needle"), [(64 * 1024, "not a PEM"), (64 * 1024 + 1, "larger")])
+def test_in_process_a_key_file_of_up_to_64_kib_is_read(
+    sealed_run: Path,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    size: int,
+    needle: str,
+) -> None:
+    pem = tmp_path / "key.pem"
+    pem.write_bytes(b"k" * size)
+
+    assert main(["verify", "--mcap", str(sealed_run), "--public-key", str(pem)]) == 1
+    assert needle in capsys.readouterr().err
+
+
+def test_in_process_trace_decisions_to_a_file_exits_0(
+    sealed_run: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    output = tmp_path / "report.json"
+
+    assert main(["trace-decisions", "--mcap", str(sealed_run), "--output", str(output)]) == 0
+    assert capsys.readouterr() == ("", "")
+    assert output.stat().st_size > 0
+
+
+@pytest.mark.parametrize(
+    ("error", "expected"),
+    [
+        (
+            "audit",
+            "ghost: error: cannot write the demo run: cannot write a record on /decisions: full\n",
+        ),
+        (
+            "os",
+            (
+                "ghost: error: cannot write the demo run to out.mcap (out.mcap: No space left on"
+                " device)\n"
+            ),
+        ),
+        (
+            "os-file",
+            "ghost: error: cannot write the demo run to out.mcap (runs/x: Permission denied)\n",
+        ),
+    ],
+)
+def test_in_process_a_demo_that_cannot_write_is_one_line(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], error: str, expected: str
+) -> None:
+    import errno
+
+    from runtime import AuditError
+
+    def fail(out: Path) -> int:
+        if error == "audit":
+            raise AuditError("cannot write a record on /decisions: full")
+        if error == "os":
+            raise OSError(errno.ENOSPC, "No space left on device")
+        raise PermissionError(errno.EACCES, "Permission denied", "runs/x")
+
+    monkeypatch.setattr("analysis._demo.run_demo", fail)
+
+    assert main(["demo", "--out", "out.mcap"]) == 1
+    assert capsys.readouterr() == ("", expected)
+
+
+def test_printed_text_is_clipped_and_escaped() -> None:
+    from analysis._cli import _printable
+
+    assert _printable("plain text") == "plain text"
+    assert _printable("a\nb\x1b[0m\u2028") == "a\\nb\\x1b[0m\\u2028"
+    clipped = _printable("x" * 7000)
+    assert clipped == "x" * 6000 + "…"
