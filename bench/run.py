@@ -1,85 +1,58 @@
-"""Gate overhead, measured as ratios against a peer timed in the same run.
+"""``make bench``: every benchmark, side by side with its peer, rewriting BENCHMARKS.md.
 
-Peer: the least any auditing layer must do per call — encode the arguments
-canonically and hash them (`runtime.value_sha256`). The gate does that and
-also matches rules, narrows, scrubs, traces and writes two chained records.
-Ratios, not absolute times, are what compare across machines; the absolute
-numbers are printed for context only.
+Each module in `MODULES` measures its rows against a peer or floor timed in the
+same interleaved rounds (`bench._harness`) and states its targets; this script
+runs them all in one process, prints the result, and writes it to
+BENCHMARKS.md with the command and the machine. ``--quick`` runs fewer rounds
+(a smoke run; its numbers are not for BENCHMARKS.md unless nothing else is).
 
-Run with ``make bench``; results go to BENCHMARKS.md.
+Never run by ``make test``: timings on a shared machine are not assertions.
 """
 
 from __future__ import annotations
 
+import argparse
+import os
 import platform
-import statistics
 import sys
-import tempfile
-import time
-from collections.abc import Callable
 from pathlib import Path
 
 import structlog
 
-from analysis._demo import demo_policy_path
-from audit import McapAuditSink, MemoryAuditSink
-from runtime import Action, Gate, Policy, value_sha256
+from bench import audit_log, gate
+from bench._harness import Section, render
 
-ROUNDS = 7
-CALLS = 2_000
-
-ACTIONS = [
-    Action("support", "query", "db:customers", {"table": "customers", "limit": 500, "where": "x"}),
-    Action("researcher", "search", "tool:web_search", {"query": "refund policy best practice"}),
-    Action("support", "send", "mail:c", {"to": "a@example.com", "body": "your refund is sent"}),
-    Action("support", "refund", "payments:stripe", {"amount": 20, "currency": "EUR"}),
-]
+MODULES = (gate, audit_log)
 
 
-def per_call_ns(fn: Callable[[Action], object]) -> float:
-    """Median over rounds of the mean time per call."""
-    samples = []
-    for _ in range(ROUNDS):
-        start = time.perf_counter_ns()
-        for i in range(CALLS):
-            fn(ACTIONS[i % len(ACTIONS)])
-        samples.append((time.perf_counter_ns() - start) / CALLS)
-    return statistics.median(samples)
-
-
-def main() -> None:
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="fewer rounds: a smoke run")
+    parser.add_argument("--output", type=Path, default=Path("BENCHMARKS.md"))
+    args = parser.parse_args(argv)
     structlog.configure(logger_factory=structlog.PrintLoggerFactory(sys.stderr))
-    policy = Policy.from_toml(demo_policy_path())
-    peer = per_call_ns(lambda a: value_sha256(a.args))
-    # validate=False: the memory sink's field-by-field schema check is for tests,
-    # and would be measured here instead of the gate.
-    memory_gate = Gate(policy, sink=MemoryAuditSink(validate=False))
-    results = {"gate + memory sink (validate=False)": per_call_ns(memory_gate.check)}
-    with tempfile.TemporaryDirectory() as tmp:
-        for mode in ("process", "chunk"):
-            with McapAuditSink(Path(tmp) / f"{mode}.mcap", durability=mode) as sink:  # type: ignore[arg-type]
-                results[f"gate + MCAP sink ({mode})"] = per_call_ns(Gate(policy, sink=sink).check)
-    lines = [
+    sections: list[Section] = []
+    for module in MODULES:
+        sections.extend(module.run(quick=args.quick))
+    header = [
         "# Benchmarks",
         "",
-        "Produced by `make bench` (`python bench/run.py`); ratios are against the peer",
-        "measured in the same run: canonical encoding + SHA-256 of the arguments",
-        "(`runtime.value_sha256`), the floor for any auditing layer.",
-        "",
         (
-            f"Python {platform.python_version()} on {platform.machine()},"
-            f" {ROUNDS} rounds x {CALLS} calls, median of per-round means."
+            f"Produced by `make bench` (`python -m bench.run{' --quick' if args.quick else ''}`)"
+            " — rewritten on every run. Ratios are against a peer or floor measured in the"
+            " same interleaved rounds; absolute times are for context only."
         ),
         "",
-        "| what | per call (µs) | ratio to peer |",
-        "|---|---:|---:|",
-        f"| peer: value_sha256(args) | {peer / 1000:.1f} | 1.0 |",
+        (
+            f"Machine: Python {platform.python_version()} on {platform.machine()},"
+            f" {os.cpu_count()} cores, {platform.system()} {platform.release()}."
+        ),
     ]
-    lines += [f"| {name} | {ns / 1000:.1f} | {ns / peer:.1f} |" for name, ns in results.items()]
-    text = "\n".join(lines) + "\n"
-    Path("BENCHMARKS.md").write_text(text)
+    text = render(sections, header=header)
+    args.output.write_text(text)
     sys.stdout.write(text)
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(main())

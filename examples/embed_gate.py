@@ -44,13 +44,13 @@ TOOLS: dict[str, Any] = {"lookup": lookup, "search": search}
 
 def main() -> None:
     out = Path("runs/embed.mcap")
-    out.parent.mkdir(exist_ok=True)
     calls = [
         Action("helper", "lookup", "tool:lookup", {"term": "idempotent"}),
         Action("helper", "search", "tool:search", {"query": "mcap", "max_results": 500}),
         Action("helper", "delete", "tool:files", {"path": "/"}),
     ]
-    with McapAuditSink(out) as sink:
+    # An audit log is never replaced silently; this example's own scratch run may be.
+    with McapAuditSink(out, overwrite=True) as sink:
         gate = Gate(POLICY, sink=sink)
         for action in calls:
             decision = gate.check(action)

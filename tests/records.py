@@ -7,6 +7,7 @@ from typing import Any
 
 from audit import Durability, McapAuditSink
 from runtime import RunStart, make_uuid7, sha256_hex
+from runtime.testing import ManualClock
 
 STAMP_NS = 1_767_225_600_000_000_000  # 2026-01-01T00:00:00Z
 POLICY_SOURCE = b'policy_id = "support-agent"\ndefault = "deny"\n\xc3\xa9 = "non-ascii kept"\n'
@@ -121,10 +122,21 @@ def append_decisions(sink: Any, count: int, *, start_ns: int = STAMP_NS) -> list
 
 
 def write_run(
-    path: Path, *, decisions: int = 2, durability: Durability = "process", close: bool = True
+    path: Path,
+    *,
+    decisions: int = 2,
+    durability: Durability = "process",
+    close: bool = True,
+    **options: Any,
 ) -> McapAuditSink:
-    """Write a small run to ``path``: /run, assessments, decisions, an approval, /seal."""
-    sink = McapAuditSink(path, durability=durability)
+    """Write a small run to ``path``: /run, checkpoints, assessments, decisions, an approval, /seal.
+
+    ``options`` go to `McapAuditSink` (``signing_key=``, ``checkpoint_every_records=``, ...).
+    """
+    # A clock that stands still unless told: a machine that stalls for a second mid-run
+    # must not add a time-based checkpoint to a run whose layout a test pins.
+    options.setdefault("clock", ManualClock())
+    sink = McapAuditSink(path, durability=durability, **options)
     sink.open_run(make_run_start())
     append_decisions(sink, decisions)
     if close:

@@ -246,3 +246,301 @@ _SECRET_MAKERS: dict[str, st.SearchStrategy[tuple[str, str]]] = {
     "phone_number": _phone(),
     "us_ssn": _ssn(),
 }
+
+
+# --- runtime: action snapshots and hostile disguises ---------------------------------
+#
+# Each class below is a subclass of a plain type whose every overridable method lies.
+# The gate's snapshot must read the base type's value (SPEC §3), so a disguised value
+# decides, hashes and runs exactly like the plain value it disguises.
+
+
+class LyingStr(str):
+    """A str whose methods all lie."""
+
+    __slots__ = ()
+
+    def __str__(self) -> str:
+        return "LIE"
+
+    def __repr__(self) -> str:
+        return "LIE"
+
+    def __len__(self) -> int:
+        return 0
+
+    def __iter__(self):  # type: ignore[no-untyped-def]
+        return iter("LIE")
+
+    def encode(self, *args: object, **kwargs: object) -> bytes:  # type: ignore[override]
+        return b"LIE"
+
+    def isascii(self) -> bool:
+        return True
+
+    def strip(self, *args: object) -> str:  # type: ignore[override]
+        return "LIE"
+
+
+class LyingInt(int):
+    """An int whose conversions lie."""
+
+    def __int__(self) -> int:
+        return 666
+
+    def __index__(self) -> int:
+        return 666
+
+    def __repr__(self) -> str:
+        return "666"
+
+    def __eq__(self, other: object) -> bool:
+        return True
+
+    def __hash__(self) -> int:
+        return 0
+
+    def __gt__(self, other: object) -> bool:
+        return False
+
+    def __lt__(self, other: object) -> bool:
+        return False
+
+
+class LyingFloat(float):
+    """A float whose conversions lie."""
+
+    def __float__(self) -> float:
+        return 6.66
+
+    def __repr__(self) -> str:
+        return "6.66"
+
+    def __gt__(self, other: object) -> bool:
+        return False
+
+    def __lt__(self, other: object) -> bool:
+        return False
+
+
+class LyingBytes(bytes):
+    """A bytes whose conversions lie."""
+
+    def __bytes__(self) -> bytes:
+        return b"LIE"
+
+    def __iter__(self):  # type: ignore[no-untyped-def]
+        return iter(b"LIE")
+
+    def decode(self, *args: object, **kwargs: object) -> str:  # type: ignore[override]
+        return "LIE"
+
+
+class LyingDict(dict):  # type: ignore[type-arg]
+    """A dict whose views and lookups lie (its storage holds the truth)."""
+
+    def items(self):  # type: ignore[no-untyped-def, override]
+        return [("LIE", "LIE")]
+
+    def keys(self):  # type: ignore[no-untyped-def, override]
+        return ["LIE"]
+
+    def values(self):  # type: ignore[no-untyped-def, override]
+        return ["LIE"]
+
+    def __iter__(self):  # type: ignore[no-untyped-def]
+        return iter(["LIE"])
+
+    def __getitem__(self, key: object) -> object:
+        return "LIE"
+
+    def get(self, key: object, default: object = None) -> object:  # type: ignore[override]
+        return "LIE"
+
+    def __contains__(self, key: object) -> bool:
+        return True
+
+    def __len__(self) -> int:
+        return 0
+
+
+class LyingList(list):  # type: ignore[type-arg]
+    """A list whose iteration and lookups lie."""
+
+    def __iter__(self):  # type: ignore[no-untyped-def]
+        return iter(["LIE"])
+
+    def __getitem__(self, index: object) -> object:
+        return "LIE"
+
+    def __len__(self) -> int:
+        return 0
+
+    def copy(self) -> list:  # type: ignore[type-arg]
+        return ["LIE"]
+
+
+class LyingTuple(tuple):  # type: ignore[type-arg]
+    """A tuple whose iteration lies."""
+
+    __slots__ = ()
+
+    def __iter__(self):  # type: ignore[no-untyped-def]
+        return iter(["LIE"])
+
+    def __getitem__(self, index: object) -> object:
+        return "LIE"
+
+    def __len__(self) -> int:
+        return 0
+
+
+def plain_form(value: object) -> object:
+    """What the snapshot makes of a plain value: tuples become lists, the rest as is."""
+    if isinstance(value, dict):
+        return {key: plain_form(item) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [plain_form(item) for item in value]
+    return value
+
+
+@st.composite
+def disguised(draw: st.DrawFn, value: object) -> object:
+    """``value`` (plain JSON-like data) with random parts replaced by lying subclasses."""
+    if isinstance(value, bool) or value is None:
+        return value
+    if isinstance(value, str):
+        return LyingStr(value) if draw(st.booleans()) else value
+    if isinstance(value, int):
+        return LyingInt(value) if draw(st.booleans()) else value
+    if isinstance(value, float):
+        return LyingFloat(value) if draw(st.booleans()) else value
+    if isinstance(value, bytes):
+        return LyingBytes(value) if draw(st.booleans()) else value
+    if isinstance(value, dict):
+        items = {
+            (LyingStr(key) if draw(st.booleans()) else key): draw(disguised(item))
+            for key, item in value.items()
+        }
+        return LyingDict(items) if draw(st.booleans()) else items
+    assert isinstance(value, list | tuple)
+    items_list = [draw(disguised(item)) for item in value]
+    kind = draw(st.sampled_from([list, tuple, LyingList, LyingTuple]))
+    return kind(items_list)
+
+
+def argument_dicts(*, floats: bool = True) -> st.SearchStrategy[dict[str, object]]:
+    """Tool arguments: a dict of JSON-like values, bytes included."""
+    leaf = st.one_of(json_values(floats=floats), st.binary(max_size=8))
+    return st.dictionaries(st.text(max_size=8), leaf, max_size=6)
+
+
+# --- runtime: path-like text for resources, globs and `within` -------------------------
+
+# Pieces an attacker would splice into a resource or a path argument: separators,
+# dot segments, percent-encoded and fullwidth forms, query and parameter marks.
+_PATH_PIECES = (
+    "/", "//", ".", "..", "a", "b", "data", "public", "secret", "x.txt", "%2e", "%2E",
+    "%2f", "%5c", "%25", "%252e", "%%32e", "%41", "%c3%a9", "%c0%ae", "\\", "?", "#",
+    ";", "..;", "...", ". ", " ", "~", "\uff0f", "\uff0e", "\u2025", "\u2026", "é",
+    "file:", "https://h", ":", "\x00",
+)  # fmt: skip
+
+
+def path_texts(*, start: str = "") -> st.SearchStrategy[str]:
+    """Hostile path-like text: ``start`` followed by spliced tricky pieces."""
+    return st.lists(st.sampled_from(_PATH_PIECES), max_size=12).map(
+        lambda pieces: start + "".join(pieces)
+    )
+
+
+def glob_segments(alphabet: str = "ab*?é") -> st.SearchStrategy[str]:
+    """One segment of a resource glob: ``**`` or a run of literals and wildcards."""
+    return st.one_of(st.just("**"), st.text(alphabet=alphabet, min_size=1, max_size=4))
+
+
+# --- runtime: adversarial text for the scrubber's scanner (issue 5) ------------------
+
+# Pieces of every detector's syntax, whole secrets, and the punctuation that glues
+# them: random concatenations reach the corners of the hints, the anchored
+# patterns, the validators and the boundaries between candidates.
+SCANNER_FRAGMENTS: tuple[str, ...] = (
+    "AKIAIOSFODNN7EXAMPLE",
+    "AKIA",
+    "A3T",
+    "ghp_a1B2c3D4e5a1B2c3D4e5a1B2c3D4e5a1B2c3",
+    "gh",
+    "xoxb-",
+    "xoxb-1234567890-abcdefghij",
+    "sk-",
+    "sk-proj-abc123DEF456ghi789JKL0",
+    "sk_live_",
+    "sk_live_abcdefghij12",
+    "AIza",
+    "AIzaSyA1234567890abcdefghijklmnopqrs-",
+    "-----BEGIN PRIVATE KEY-----\nMIIab+/=\n",
+    "-----END PRIVATE KEY-----",
+    "-----BEGIN ",
+    "eyJ",
+    "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxIn0.sig",
+    "Bearer ",
+    "Bearer abcDEF123456",
+    "Basic ",
+    "Basic dXNlcjpwYXNz",
+    "://",
+    "x://a:",
+    "postgres://u:p@ss@db.example.com/x",
+    "@",
+    "bob@x.com",
+    "alice@example.co.uk",
+    "4111111111111111",
+    "4111 1111 1111 1111",
+    "4111-1111-1111-1111",
+    "3782 822463 10005",
+    "GB82WEST12345698765432",
+    "gb82 west 1234 5698 7654 32",
+    "GB82 ",
+    "+14155552671",
+    "+44 20 7946 0958",
+    "+1 ",
+    "(415) 555-2671",
+    "415-555-2671",
+    "14155552671",
+    "219-09-9999",
+    "123 45 6789",
+    "0.4111111111111111",
+    "[REDACTED:email]",
+    "é",
+    "\x00",
+    " ",
+    "  ",
+    "-",
+    ".",
+    "_",
+    "+",
+    ":",
+    "/",
+    "(",
+    ")",
+    "#",
+    "=",
+    "~",
+    "%",
+    "\n",
+    ",",
+    ";",
+    "[",
+    "]",
+    "'",
+    '"',
+    "a",
+    "Z",
+    "0",
+    "1",
+    "9",
+)
+
+
+def scanner_texts(*, max_fragments: int = 8) -> st.SearchStrategy[str]:
+    """Concatenations of `SCANNER_FRAGMENTS`: text dense in near-secrets and glue."""
+    return st.lists(st.sampled_from(SCANNER_FRAGMENTS), max_size=max_fragments).map("".join)

@@ -1,33 +1,125 @@
-"""ghost audit: the record format and the MCAP audit log.
+"""ghost audit: the record format, the MCAP audit log, and what makes it provable.
 
 A gate hands each record to an `AuditSink`; the sinks here chain the records
-(``seq``, ``prev_sha256``) and store their canonical bytes: `McapAuditSink`
-in an MCAP file, `MemoryAuditSink` in memory for tests. `read_run` reads a
-log back, whatever state it is in, for the analyzer.
+(``seq``, ``prev_sha256``), build the run's RFC 6962 Merkle tree as they go,
+write ``/checkpoints`` records whose C2SP notes commit to it (signed with an
+Ed25519 key when given one, and emitted as anchors outside the file), and
+store canonical bytes: `McapAuditSink` in an MCAP file, `MemoryAuditSink` in
+memory for tests. `iter_run` streams a log back, whatever state it is in,
+within fixed memory bounds (`ReadLimits`), for the verifier, and `read_run`
+collects it into a `RunLog` for the analyzer; the Merkle, note and key
+functions here are what the verifier and the prover check a log with.
 """
 
 from __future__ import annotations
 
 from audit._chain import Durability
-from audit._errors import LogFormatError
+from audit._checkpoint import (
+    CheckpointNote,
+    checkpoint_origin,
+    load_checkpoint_note,
+    make_checkpoint_note,
+    parse_checkpoint_note,
+)
+from audit._errors import KeyFileError, LogFormatError, NoteError
 from audit._mcap_sink import McapAuditSink
 from audit._memory_sink import AuditEntry, MemoryAuditSink
-from audit._reader import read_run
-from audit._run_log import LoggedAttachment, LoggedRecord, RunLog
+from audit._merkle import (
+    EMPTY_ROOT,
+    CompactRange,
+    consistency_proof,
+    inclusion_proof,
+    leaf_hash,
+    node_hash,
+    tree_root,
+    verify_consistency,
+    verify_inclusion,
+)
+from audit._note import (
+    Checkpoint,
+    Note,
+    NoteSignature,
+    NoteVerification,
+    format_note,
+    parse_checkpoint,
+    parse_note,
+    verify_note,
+)
+from audit._problems import DEFAULT_LIMITS, CrcStatus, ProblemKind, ReadLimits, ReadProblem
+from audit._reader import iter_run, read_run
+from audit._run_log import (
+    LoggedAttachment,
+    LoggedChannel,
+    LoggedRecord,
+    ReadEnd,
+    RunItem,
+    RunLog,
+)
 from audit._schemas import SCHEMAS, TOPICS
+from audit._signing import (
+    KeyPairFiles,
+    NoteSigner,
+    NoteVerifier,
+    default_key_name,
+    generate_key_pair,
+    key_id,
+    load_private_key,
+    load_public_key,
+)
 from audit._validate import schema_problems
 
 __all__ = [
+    "DEFAULT_LIMITS",
+    "EMPTY_ROOT",
     "SCHEMAS",
     "TOPICS",
     "AuditEntry",
+    "Checkpoint",
+    "CheckpointNote",
+    "CompactRange",
+    "CrcStatus",
     "Durability",
+    "KeyFileError",
+    "KeyPairFiles",
     "LogFormatError",
     "LoggedAttachment",
+    "LoggedChannel",
     "LoggedRecord",
     "McapAuditSink",
     "MemoryAuditSink",
+    "Note",
+    "NoteError",
+    "NoteSignature",
+    "NoteSigner",
+    "NoteVerification",
+    "NoteVerifier",
+    "ProblemKind",
+    "ReadEnd",
+    "ReadLimits",
+    "ReadProblem",
+    "RunItem",
     "RunLog",
+    "checkpoint_origin",
+    "consistency_proof",
+    "default_key_name",
+    "format_note",
+    "generate_key_pair",
+    "inclusion_proof",
+    "iter_run",
+    "key_id",
+    "leaf_hash",
+    "load_checkpoint_note",
+    "load_private_key",
+    "load_public_key",
+    "make_checkpoint_note",
+    "node_hash",
+    "parse_checkpoint",
+    "parse_checkpoint_note",
+    "parse_note",
     "read_run",
     "schema_problems",
+    "tree_root",
+    "verify_consistency",
+    "verify_inclusion",
+    "verify_note",
 ]

@@ -32,9 +32,11 @@ from runtime import (
 
 __all__ = [
     "APPEND_TOPICS",
+    "CHECKPOINT_TOPIC",
     "DURABILITIES",
     "RUN_TOPIC",
     "SEAL_TOPIC",
+    "SINK_TOPICS",
     "Chain",
     "ChainedRecord",
     "Durability",
@@ -50,9 +52,13 @@ DURABILITIES: Final[tuple[Durability, ...]] = ("process", "fsync", "chunk")
 
 RUN_TOPIC: Final = "/run"
 SEAL_TOPIC: Final = "/seal"
+CHECKPOINT_TOPIC: Final = "/checkpoints"
 
-APPEND_TOPICS: Final = frozenset(TOPICS) - {RUN_TOPIC, SEAL_TOPIC}
-"""Topics a gate may `append` to; ``/run`` and ``/seal`` belong to the sink."""
+SINK_TOPICS: Final = frozenset({RUN_TOPIC, CHECKPOINT_TOPIC, SEAL_TOPIC})
+"""Topics only a sink writes: a gate that could append a checkpoint could forge a tree head."""
+
+APPEND_TOPICS: Final = frozenset(TOPICS) - SINK_TOPICS
+"""Topics a gate may `append` to."""
 
 _ASSIGNED: Final = ("seq", "prev_sha256")
 
@@ -105,6 +111,11 @@ class Chain:
     def head_sha256(self) -> str | None:
         """The content address of the last committed record, or None before ``/run``."""
         return self._head_sha256
+
+    @property
+    def head_stamp_ns(self) -> int:
+        """The ``stamp_ns`` of the last committed record (0 before ``/run``)."""
+        return self._head_stamp_ns
 
     def link(self, topic: str, record: Mapping[str, Any]) -> ChainedRecord:
         """Give ``record`` the next ``seq`` and ``prev_sha256``, and encode it once.
@@ -197,23 +208,28 @@ def check_record(topic: str, record: Mapping[str, Any]) -> None:
 
 
 def check_appendable(topic: str, record: Mapping[str, Any]) -> None:
-    """`check_record`, and refuse the topics only a sink writes (``/run``, ``/seal``).
+    """`check_record`, and refuse the topics only a sink writes (`SINK_TOPICS`).
 
     Raises:
-        AuditError: as `check_record`, or ``topic`` is ``/run`` or ``/seal``.
+        AuditError: as `check_record`, or ``topic`` is ``/run``,
+            ``/checkpoints`` or ``/seal``.
     """
-    if topic in (RUN_TOPIC, SEAL_TOPIC):
+    if topic in SINK_TOPICS:
         raise AuditError(f"records on {topic} are written by the sink itself, not appended")
     check_record(topic, record)
 
 
-def make_run_record(run: RunStart, durability: Durability) -> dict[str, Any]:
+def make_run_record(
+    run: RunStart, durability: Durability, signing: Mapping[str, str] | None = None
+) -> dict[str, Any]:
     """Return the ``/run`` record for ``run``, minting its ``run_id``.
 
     Args:
         run: what the gate declared about itself.
         durability: the sink's durability mode, recorded so a reader knows
             what a crash could have cost.
+        signing: the key the run's checkpoint notes are signed with
+            (``key_id``, ``key_name``, ``public_key``), or None when unsigned.
 
     Raises:
         AuditError: ``run.policy_source_sha256`` is not the SHA-256 of
@@ -235,5 +251,5 @@ def make_run_record(run: RunStart, durability: Durability) -> dict[str, Any]:
         "policy_sha256": run.policy_sha256,
         "policy_source_sha256": run.policy_source_sha256,
         "durability": durability,
-        "signing": None,
+        "signing": None if signing is None else dict(signing),
     }

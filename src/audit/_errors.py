@@ -1,14 +1,19 @@
-"""The error `audit` adds to ghost's tree (drawn in `runtime._errors`).
+"""The errors `audit` adds to ghost's tree (drawn in `runtime._errors`).
 
 ::
 
     GhostError
     └── AuditError                 a decision that could not be recorded
-        └── LogFormatError         a file that is not a readable ghost audit log
+        ├── LogFormatError         a file that is not a readable ghost audit log
+        ├── KeyFileError           a signing or verifying key file that cannot be used
+        └── NoteError              a checkpoint note that is malformed or fails its signatures
 
 Writing failures raise `AuditError` itself; `LogFormatError` is the reader's:
 the file cannot be read as a ghost audit log at all (as opposed to a log that
 reads but fails verification, which the reader reports as problems).
+`KeyFileError` names a key file (``ghost keygen``, ``--public-key``) and what
+is wrong with it; `NoteError` says why a note (a ``/checkpoints`` record's, or
+an anchor file's) cannot be trusted.
 """
 
 from __future__ import annotations
@@ -17,7 +22,7 @@ from pathlib import Path
 
 from runtime import AuditError
 
-__all__ = ["LogFormatError"]
+__all__ = ["KeyFileError", "LogFormatError", "NoteError"]
 
 
 class LogFormatError(AuditError):
@@ -32,3 +37,32 @@ class LogFormatError(AuditError):
         self.path = path
         self.problem = problem
         super().__init__(f"{path}: not a readable ghost audit log: {problem}")
+
+
+class KeyFileError(AuditError):
+    """A key file cannot be written, read, or used as an Ed25519 key.
+
+    Attributes:
+        path: the key file.
+        problem: what is wrong, as a sentence fragment a user can act on.
+    """
+
+    def __init__(self, path: Path, problem: str) -> None:
+        self.path = path
+        self.problem = problem
+        super().__init__(f"{path}: not a usable Ed25519 key file: {problem}")
+
+
+class NoteError(AuditError):
+    """A checkpoint note is malformed, or its signatures do not verify.
+
+    Attributes:
+        problem: what is wrong with the note, without quoting it.
+        path: the note file it was read from (an anchor), or None.
+    """
+
+    def __init__(self, problem: str, *, path: Path | None = None) -> None:
+        self.problem = problem
+        self.path = path
+        where = "" if path is None else f"{path}: "
+        super().__init__(f"{where}checkpoint note rejected: {problem}")

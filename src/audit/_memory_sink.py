@@ -1,32 +1,32 @@
 """`MemoryAuditSink`: the audit sink as a test double, keeping every record in memory.
 
-It chains exactly as `McapAuditSink` does (the same `Chain`), so a test can
-assert on ``seq``, ``prev_sha256`` and content addresses without a file. By
-default it also checks every record against its schema, so a test of code
-that builds records finds a missing or misspelt field at once.
+It records exactly as `McapAuditSink` does (the same `RunRecorder`: chain,
+Merkle tree, checkpoints, seal), so a test can assert on ``seq``,
+``prev_sha256``, content addresses and checkpoint notes without a file. By
+default it also checks every record against its schema — the sink's own
+``/run``, ``/checkpoints`` and ``/seal`` records included — so a test of code
+that builds records finds a missing or misspelt field at once. Checkpoint
+anchors are emitted as by the file sink, as each checkpoint is kept.
 """
 
 from __future__ import annotations
 
 import json
 import threading
-import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from types import MappingProxyType, TracebackType
 from typing import Any
 
-from audit._chain import (
-    RUN_TOPIC,
-    SEAL_TOPIC,
-    Chain,
-    ChainedRecord,
-    Durability,
-    check_appendable,
-    make_run_record,
-)
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+from opentelemetry.trace import TracerProvider
+
+from audit._anchor import AnchorEmitter
+from audit._chain import DURABILITIES, ChainedRecord, Durability, check_appendable
+from audit._recorder import RunRecorder
+from audit._signing import NoteSigner
 from audit._validate import schema_problems
-from runtime import AuditError, RunStart
+from runtime import AuditError, Clock, RunStart, SystemClock
 
 __all__ = ["AuditEntry", "MemoryAuditSink"]
 
@@ -58,13 +58,47 @@ class MemoryAuditSink:
             (`audit.schema_problems`) and refuse one that does not match.
         durability: the mode to record in the ``/run`` record (nothing is
             written anywhere; this only lets a test mimic a file sink's run).
+        signing_key: sign the checkpoint notes with this Ed25519 key (as
+            `McapAuditSink` does); None for unsigned notes.
+        key_name: the key name in the notes' signature lines (default
+            ``ghost/<first 16 hex digits of the key id>``).
+        checkpoint_every_records: a checkpoint after this many records (default 100).
+        checkpoint_every_ns: a checkpoint after a record arriving this long
+            after the last one (default 1 s; 0: after every record).
+        clock: the clock that stamps checkpoints and the seal and times the
+            schedule (default: the system clock).
+        tracer_provider: where checkpoint anchor spans go (default: global).
+
+    Raises:
+        ValueError: an unknown ``durability``, a bad ``key_name``, or a
+            checkpoint interval out of range.
+        TypeError: ``signing_key`` is not an `Ed25519PrivateKey`.
     """
 
-    def __init__(self, *, validate: bool = True, durability: Durability = "process") -> None:
+    def __init__(
+        self,
+        *,
+        validate: bool = True,
+        durability: Durability = "process",
+        signing_key: Ed25519PrivateKey | None = None,
+        key_name: str | None = None,
+        checkpoint_every_records: int = 100,
+        checkpoint_every_ns: int = 1_000_000_000,
+        clock: Clock | None = None,
+        tracer_provider: TracerProvider | None = None,
+    ) -> None:
+        if durability not in DURABILITIES:
+            raise ValueError(f"durability must be one of {DURABILITIES}, got {durability!r}")
         self._validate = validate
-        self._durability: Durability = durability
+        self._recorder = RunRecorder(
+            durability=durability,
+            signer=None if signing_key is None else NoteSigner(signing_key, key_name),
+            checkpoint_every_records=checkpoint_every_records,
+            checkpoint_every_ns=checkpoint_every_ns,
+            clock=SystemClock() if clock is None else clock,
+        )
+        self._anchors = AnchorEmitter(tracer_provider)
         self._lock = threading.Lock()
-        self._chain = Chain()
         self._run: RunStart | None = None
         self._entries: list[AuditEntry] = []
         self._closed = False
@@ -89,7 +123,13 @@ class MemoryAuditSink:
     def head_sha256(self) -> str | None:
         """The content address of the last record, or None before `open_run`."""
         with self._lock:
-            return self._chain.head_sha256
+            return self._recorder.head_sha256
+
+    @property
+    def record_count(self) -> int:
+        """How many records have been kept (the ``seq`` of the next one)."""
+        with self._lock:
+            return self._recorder.next_seq
 
     def records(self, topic: str) -> tuple[Mapping[str, Any], ...]:
         """Return the records written on ``topic``, in order.
@@ -101,7 +141,7 @@ class MemoryAuditSink:
             return tuple(entry.record for entry in self._entries if entry.topic == topic)
 
     def open_run(self, run: RunStart) -> None:
-        """Record the ``/run`` record (``seq`` 0).
+        """Record the ``/run`` record (``seq`` 0) and the checkpoint covering it.
 
         Raises:
             AuditError: the sink is closed or already has a run.
@@ -111,11 +151,12 @@ class MemoryAuditSink:
                 raise AuditError("open_run on a closed MemoryAuditSink")
             if self._run is not None:
                 raise AuditError("open_run was already called: a sink records one run")
-            self._write(RUN_TOPIC, make_run_record(run, self._durability))
+            _, checkpoint = self._recorder.open_run(run, self._keep)
             self._run = run
+        self._anchor(checkpoint)
 
     def append(self, topic: str, record: Mapping[str, Any]) -> str:
-        """Chain and keep ``record``; return its content address.
+        """Chain and keep ``record`` (and a checkpoint, when one is due); return its address.
 
         Raises:
             AuditError: no run is open, the sink is closed, or the record does
@@ -128,16 +169,21 @@ class MemoryAuditSink:
             if self._run is None:
                 raise AuditError("append before open_run: no run is open")
             check_appendable(topic, record)
-            return self._write(topic, record).sha256
+            linked, checkpoint = self._recorder.append(topic, record, self._keep)
+        if checkpoint is not None:
+            self._anchor(checkpoint)
+        return linked.sha256
 
     def close(self) -> None:
-        """Write the ``/seal`` record if a run is open; a second call does nothing."""
+        """Write the final checkpoint and ``/seal`` if a run is open; a second call does nothing."""
         with self._lock:
             if self._closed:
                 return
             self._closed = True
-            if self._run is not None:
-                self._write(SEAL_TOPIC, self._chain.seal_record(time.time_ns()))
+            if self._run is None:
+                return
+            checkpoint, _ = self._recorder.seal(self._keep)
+        self._anchor(checkpoint)
 
     def __enter__(self) -> MemoryAuditSink:
         return self
@@ -150,22 +196,26 @@ class MemoryAuditSink:
     ) -> None:
         self.close()
 
-    def _write(self, topic: str, record: Mapping[str, Any]) -> AuditEntry:
-        linked: ChainedRecord = self._chain.link(topic, record)
+    def _keep(self, linked: ChainedRecord) -> None:
         if self._validate:
             problems = schema_problems(linked.record)
             if problems:
                 raise AuditError(
-                    f"a record on {topic} does not match {record['schema']}: {'; '.join(problems)}"
+                    f"a record on {linked.topic} does not match {linked.record['schema']}:"
+                    f" {'; '.join(problems)}"
                 )
         # Parsed back from the bytes: the entry cannot drift from what was hashed,
         # even if the caller later mutates the dict it passed in.
-        entry = AuditEntry(
-            topic=topic,
-            record=MappingProxyType(json.loads(linked.data)),
-            sha256=linked.sha256,
-            data=linked.data,
+        self._entries.append(
+            AuditEntry(
+                topic=linked.topic,
+                record=MappingProxyType(json.loads(linked.data)),
+                sha256=linked.sha256,
+                data=linked.data,
+            )
         )
-        self._chain.commit(linked)
-        self._entries.append(entry)
-        return entry
+
+    def _anchor(self, checkpoint: ChainedRecord) -> None:
+        run_id = self._recorder.run_id
+        if run_id is not None:
+            self._anchors.emit(run_id, checkpoint.record)

@@ -1,406 +1,511 @@
-"""`read_run`: a ghost audit log read back, whatever state the file is in.
+"""`iter_run` and `read_run`: a ghost audit log read back, whatever state the file is in.
 
-The reader is what the analyzer stands on, so it never dies with a traceback
-on bad input. It sorts what can go wrong into three kinds:
+The reader is what the verifier and the analyzer stand on, so it never dies
+with a traceback on bad input, and it cannot be made to explode: it streams
+the file once (`McapScanner`), holds at most one chunk and a bounded amount
+of state (`ReadLimits`), and hashes exactly the bytes it parses. It sorts
+what can go wrong into three kinds:
 
-* **Not a ghost audit log at all** — missing, a directory, unreadable, not
-  MCAP, cut inside the leading magic, or an MCAP file from another program:
-  `read_run` raises `LogFormatError`.
-* **Cut short** — the file ends before a valid footer, as a crash (or a cut
-  at any byte) leaves it: every record complete before the cut is returned
-  and `RunLog.truncated` is True. A cut is not a problem by itself.
-* **Damaged** — a chunk or data-section CRC that does not match, a record
-  that cannot be parsed, a message on an unknown channel or a foreign topic:
-  each is a sentence in `RunLog.problems`, and reading goes on past it
+* **Not a ghost audit log** — missing, a directory, unreadable, empty, not
+  MCAP, cut inside the leading magic, the magic followed by garbage, or an
+  MCAP file from another program: `LogFormatError`. A file is ghost's if it
+  shows it, by any of: a ghost channel (a ghost topic with its ghost schema
+  name, ``jsonschema`` and ``json``); a message that is a ghost record (a
+  JSON object whose ``schema`` is a ghost schema); a Header naming
+  ``ghost-sdk`` as its library; or nothing at all but a clean cut before the
+  Header is complete — the magic alone, or a part of the header, which is
+  what a crash right after creation leaves. So a file holding ghost's
+  channels but no ``/run`` record is returned (the verifier calls it
+  tampered), not refused.
+* **Cut short** — the file ends before its footer, as a crash (or a cut at
+  any byte) leaves it: every record complete before the cut is yielded and
+  `ReadEnd.truncated` is True. A cut is not a problem by itself.
+* **Damaged** — a CRC that does not match (or, ghost always writing them, is
+  zero; or a finished file without DataEnd), a record that does not parse, a
+  chunk that is too large, inflates beyond its size or does not decompress,
+  a definition changed in its repeat, a message on an unknown channel or a
+  foreign topic: each is a `ReadProblem`, and reading goes on past it
   wherever the damaged record's length allows.
 
-It reads the file once into memory, so the bytes it parses are exactly the
-bytes `RunLog.source_sha256` hashes, even while a live sink is appending.
-Records are parsed one by one with `mcap.stream_reader.StreamReader`; chunks
-are broken up here, CRC-checked, so that one corrupt chunk costs only its own
-records. Whether a record is well-formed for its schema, and whether the
-chain holds, is for the analyzer to judge: the reader reports what is stored.
+Items are yielded in file order, except that a message whose channel is
+defined only later in the file (a damaged data section whose summary repeats
+the channel) is yielded when its channel is defined; `LoggedRecord.position`
+gives its place. Whether a record is well-formed for its schema, and whether
+the chain holds, is for the verifier to judge: the reader reports what is stored.
 """
 
 from __future__ import annotations
 
-import io
 import os
-import stat
-import struct
-import zlib
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Iterator
 from pathlib import Path
+from types import MappingProxyType
 from typing import Final
 
-from mcap.exceptions import McapError
-from mcap.opcode import Opcode
-from mcap.records import (
-    Attachment,
-    Channel,
-    Chunk,
-    DataEnd,
-    Footer,
-    Header,
-    McapRecord,
-    Message,
-    Schema,
-)
-from mcap.stream_reader import StreamReader, breakup_chunk
-
 from audit._errors import LogFormatError
+from audit._mcap_records import (
+    AttachmentRecord,
+    ChannelRecord,
+    HeaderRecord,
+    MessageRecord,
+    SchemaRecord,
+)
+from audit._mcap_scan import Found, McapScanner, ScanEnd, ZeroCrc
 from audit._parse import parse_record
-from audit._run_log import LoggedAttachment, LoggedRecord, RunLog
-from audit._schemas import MESSAGE_ENCODING, SCHEMA_ENCODING, TOPICS
+from audit._problems import DEFAULT_LIMITS, ProblemKind, ReadLimits, ReadProblem
+from audit._run_log import (
+    LoggedAttachment,
+    LoggedChannel,
+    LoggedRecord,
+    ReadEnd,
+    RunItem,
+    RunLog,
+)
+from audit._schemas import MESSAGE_ENCODING, SCHEMA_ENCODING, SCHEMAS, TOPICS
+from audit._source import open_source
 from runtime import sha256_hex
 
-__all__ = ["read_run"]
+__all__ = ["iter_run", "read_run"]
 
-try:
-    from zstandard import ZstdError
-except ImportError:  # pragma: no cover - mcap installs zstandard; only a stripped install lacks it
+GHOST_LIBRARY: Final = "ghost-sdk"
+"""What the Header's ``library`` field of every ghost log starts with."""
 
-    class ZstdError(Exception):  # type: ignore[no-redef]
-        """Stands in when zstandard is absent (its chunks then fail as unsupported)."""
-
-
-MAGIC: Final = b"\x89MCAP0\r\n"
-_RECORD_PREFIX: Final = 9  # opcode (1 byte) + length (8 bytes)
-_FOOTER_CRC_SPAN: Final = _RECORD_PREFIX + 16  # the footer bytes its summary CRC covers
-# A corrupt size field must not make us allocate gigabytes for one chunk.
-_MAX_CHUNK_BYTES: Final = 1 << 30
-_MAX_PROBLEMS: Final = 100
-_KNOWN_OPCODES: Final = frozenset(int(opcode) for opcode in Opcode)
-# What a record that does not parse raises: the mcap library's own errors, short
-# reads (struct.error, EOFError), bad UTF-8 in a string field (ValueError), and a
-# length field too large for a read() (OverflowError).
-_RECORD_ERRORS: Final = (McapError, struct.error, EOFError, ValueError, OverflowError)
-# ...and a chunk adds its decompressor's: zstandard's, lz4's RuntimeError, and
-# MemoryError for a size field that lies within the cap.
-_CHUNK_ERRORS: Final = (*_RECORD_ERRORS, ZstdError, RuntimeError, MemoryError)
+_GHOST_RECORD_MARK: Final = b'"schema":"ghost.'  # in a ghost record's canonical bytes
+# What a streaming read holds, each within ReadLimits.max_held_bytes.
+_WAITING: Final = "messages on channels not yet defined"
+_UNPROVEN: Final = "records before the file shows it is ghost's"
+# Problems that say nothing about whether the bytes are MCAP at all.
+_NOT_DAMAGE: Final = frozenset(
+    {
+        ProblemKind.CRC_MISSING,
+        ProblemKind.UNKNOWN_CHANNEL,
+        ProblemKind.FOREIGN_TOPIC,
+        ProblemKind.MEMORY_LIMIT,
+        ProblemKind.TOO_MANY_PROBLEMS,
+    }
+)
+# Definitions cost their bytes plus a little for the objects around them.
+_DEFINITION_OVERHEAD: Final = 256
 
 
-def read_run(path: str | os.PathLike[str]) -> RunLog:
-    """Read a ghost audit log, recovering all it can from a damaged or cut file.
+def iter_run(
+    path: str | os.PathLike[str], *, limits: ReadLimits | None = None
+) -> Iterator[RunItem]:
+    """Stream a ghost audit log: channels, records, attachments and problems, then a `ReadEnd`.
+
+    The file is read once, as it was when opened, holding at most one chunk
+    and what ``limits`` allow; nothing is retained between items.
 
     Args:
         path: the MCAP file.
+        limits: the bounds to keep (default `DEFAULT_LIMITS`).
 
-    Returns:
-        The run's records, attachments, and what was wrong with the file.
+    Yields:
+        `LoggedChannel`, `LoggedRecord`, `LoggedAttachment` and `ReadProblem`
+        items in file order (see the module docstring for the one exception),
+        and last one `ReadEnd`.
 
     Raises:
-        LogFormatError: the file is missing, a directory or unreadable; is not
-            MCAP; is cut inside its leading magic (or empty); or is an MCAP
-            file from another program (channels or messages, none of them ghost's).
+        LogFormatError: when iterated: on the first item, if the file is
+            missing, a directory or not a regular file, unreadable, empty, not
+            MCAP, or cut inside its magic; at the end (having yielded nothing),
+            if the file is not a ghost audit log.
     """
-    source = Path(os.fspath(path))
-    data = _read_file(source)
-    _check_magic(source, data)
-    scan = _Scan(data)
-    scan.run()
-    return scan.result(source)
+    yield from _RunStream(Path(os.fspath(path)), limits or DEFAULT_LIMITS).items()
 
 
-def _read_file(path: Path) -> bytes:
-    try:
-        mode = path.stat().st_mode
-        if stat.S_ISDIR(mode):
-            raise LogFormatError(path, "it is a directory, not a file")
-        if not stat.S_ISREG(mode):
-            raise LogFormatError(path, "it is not a regular file")
-        return path.read_bytes()
-    except FileNotFoundError:
-        raise LogFormatError(path, "there is no such file") from None
-    except PermissionError:
-        raise LogFormatError(path, "permission denied: the file cannot be read") from None
-    except OSError as exc:
-        raise LogFormatError(path, f"the file cannot be read ({exc.strerror or exc})") from None
+def read_run(path: str | os.PathLike[str], *, limits: ReadLimits | None = None) -> RunLog:
+    """Read a ghost audit log into memory, recovering all it can from a damaged or cut file.
 
+    Args:
+        path: the MCAP file.
+        limits: the bounds to keep (default `DEFAULT_LIMITS`); beyond
+            ``max_retained_bytes`` of message and attachment bytes, later ones
+            are not kept, and a `ProblemKind.MEMORY_LIMIT` problem says from where.
 
-def _check_magic(path: Path, data: bytes) -> None:
-    if not data:
-        raise LogFormatError(path, "the file is empty")
-    if len(data) < len(MAGIC) and MAGIC.startswith(data):
-        raise LogFormatError(
-            path, f"the file is cut inside the MCAP magic: it holds only {len(data)} bytes"
-        )
-    if not data.startswith(MAGIC):
-        raise LogFormatError(path, "it is not an MCAP file (it does not start with the MCAP magic)")
+    Returns:
+        The run's records (in file order), attachments, channels, problems,
+        and how reading ended.
 
-
-class _Scan:
-    """One pass over a file's records, collecting what a `RunLog` needs."""
-
-    def __init__(self, data: bytes) -> None:
-        self.data = data
-        self.schemas: dict[int, Schema] = {}
-        self.channels: dict[int, Channel] = {}
-        self.messages: list[tuple[int, Message]] = []
-        self.attachments: list[LoggedAttachment] = []
-        self.problems: list[str] = []
-        self.truncated = True
-        self.seen_header = False
-        self.seen_data_end = False
-
-    def run(self) -> None:
-        buffer = io.BytesIO(self.data)
-        position: int | None = len(MAGIC)
-        while position is not None and len(self.problems) < _MAX_PROBLEMS:
-            buffer.seek(position)
-            position = self._read_from(buffer)
-        if len(self.problems) >= _MAX_PROBLEMS:
-            self.problems.append("too many problems: reading stopped there")
-
-    def _read_from(self, buffer: io.BytesIO) -> int | None:
-        """Read records until the end; return where to resume after a damaged one, if any."""
-        # A fresh reader per resumption: a generator that raised is spent.
-        reader = StreamReader(
-            buffer, skip_magic=True, emit_chunks=True, record_size_limit=len(self.data)
-        )
-        records = reader.records
-        after_footer = False
-        while True:
-            start = buffer.tell()
-            try:
-                record = next(records)
-            except StopIteration:
-                # The footer and the closing magic both read: the file is whole.
-                self.truncated = False
-                self._check_complete(buffer.tell())
-                return None
-            except _RECORD_ERRORS as exc:
-                if after_footer:
-                    self._bad_closing_magic(start)
-                    return None
-                return self._damaged(start, exc)
-            self._take(record, self._record_start(start), buffer.tell())
-            after_footer = isinstance(record, Footer)
-
-    def _record_start(self, position: int) -> int:
-        """Return where the record read from ``position`` begins.
-
-        StreamReader skips records of unknown opcode without yielding them, so
-        the record it yields (or fails on) is the first known one from there.
-        The walk stops where a record would run past the end of the file.
-        """
-        while len(self.data) - position >= _RECORD_PREFIX:
-            opcode: int
-            length: int
-            opcode, length = struct.unpack_from("<BQ", self.data, position)
-            end = position + _RECORD_PREFIX + length
-            if opcode in _KNOWN_OPCODES or end > len(self.data):
-                break
-            position = end
-        return position
-
-    def _damaged(self, start: int, exc: Exception) -> int | None:
-        """Classify a failure after ``start``: a cut (None) or a damaged record (resume offset)."""
-        position = self._record_start(start)
-        if len(self.data) - position >= _RECORD_PREFIX:
-            opcode: int
-            length: int
-            opcode, length = struct.unpack_from("<BQ", self.data, position)
-            end = position + _RECORD_PREFIX + length
-            if end <= len(self.data):
-                self.problems.append(
-                    f"the {_opcode_name(opcode)} record at byte {position} cannot be parsed"
-                    f" ({_why(exc)}); it was skipped"
+    Raises:
+        LogFormatError: as `iter_run`.
+    """
+    bounds = limits or DEFAULT_LIMITS
+    records: list[LoggedRecord] = []
+    attachments: list[LoggedAttachment] = []
+    channels: list[LoggedChannel] = []
+    problems: list[ReadProblem] = []
+    end: ReadEnd | None = None
+    retained = 0
+    full = False
+    for item in iter_run(path, limits=bounds):
+        if isinstance(item, LoggedRecord | LoggedAttachment):
+            if not full and retained + len(item.data) <= bounds.max_retained_bytes:
+                retained += len(item.data)
+                if isinstance(item, LoggedRecord):
+                    records.append(item)
+                else:
+                    attachments.append(item)
+            elif not full:
+                full = True
+                problems.append(
+                    ReadProblem(
+                        ProblemKind.MEMORY_LIMIT,
+                        item.offset,
+                        f"the records from byte {item.offset} on were not kept: they exceed the"
+                        f" {bounds.max_retained_bytes}-byte bound on what read_run holds"
+                        " (iter_run streams them)",
+                    )
                 )
-                return end
-        # Otherwise the file ends inside this record: cut short, or altered.
-        if len(self.data) >= 2 * len(MAGIC) and self.data.endswith(MAGIC):
-            # A crash cannot leave the closing magic behind a partial record: the
-            # file was finished, and a length or the footer was altered since.
-            self.truncated = False
-            self.problems.append(
-                f"the record at byte {position} runs past the end of the file, yet the file"
-                " ends with the MCAP closing magic: it was altered, not cut, and nothing"
-                " after that record could be read"
-            )
-        return None
+        elif isinstance(item, LoggedChannel):
+            channels.append(item)
+        elif isinstance(item, ReadProblem):
+            problems.append(item)
+        else:
+            end = item
+    assert end is not None  # iter_run always ends with a ReadEnd
+    records.sort(key=lambda record: record.position)
+    return RunLog(
+        path=end.path,
+        source_sha256=end.source_sha256,
+        records=tuple(records),
+        attachments=tuple(attachments),
+        truncated=end.truncated,
+        problems=tuple(problem.message for problem in problems),
+        read_problems=tuple(problems),
+        channels=tuple(channels),
+        end=end,
+    )
 
-    def _bad_closing_magic(self, start: int) -> None:
-        tail = self.data[start:]
-        if len(tail) < len(MAGIC) and MAGIC.startswith(tail):
-            return  # cut inside the closing magic: truncated, nothing damaged
-        self.truncated = False
-        self.problems.append(f"the closing MCAP magic at byte {start} is damaged")
 
-    def _check_complete(self, end: int) -> None:
-        if not self.seen_data_end:
-            # Its CRC is the one check that covers every byte of the data section.
-            self.problems.append(
-                "the file has no DataEnd record: it was skipped or removed, so the data"
-                " section's CRC could not be checked"
-            )
-        if end < len(self.data):
-            self.problems.append(
-                f"{len(self.data) - end} bytes follow the end of the MCAP file at byte {end}"
-            )
+class _RunStream:
+    """One streaming read: scanner events in, ghost items out, state within `ReadLimits`."""
 
-    def _take(self, record: McapRecord, start: int, end: int) -> None:
-        if not self.seen_header:
-            self.seen_header = True
-            if not isinstance(record, Header):
-                self.problems.append("the file does not begin with an MCAP Header record")
-        if isinstance(record, Message):
-            self.messages.append((start, record))
-        elif isinstance(record, Schema | Channel):
-            self._define(record)
-        elif isinstance(record, Chunk):
-            self._take_chunk(record, start)
-        elif isinstance(record, Attachment):
-            self._take_attachment(record, start, end)
-        elif isinstance(record, DataEnd):
-            self.seen_data_end = True
-            crc = record.data_section_crc
-            if crc and zlib.crc32(self.data[:start]) != crc:
-                self.problems.append(
-                    "the data section fails its CRC check: bytes before"
-                    f" byte {start} differ from what was written"
+    def __init__(self, path: Path, limits: ReadLimits) -> None:
+        self._path = path
+        self._limits = limits
+        self._scanner: McapScanner | None = None
+        # Whether the file has shown it is ghost's; until then, items are held back.
+        self._ghost = False
+        self._held: list[RunItem] = []
+        self._ready: list[RunItem] = []
+        self._held_bytes: Counter[str] = Counter()  # by what is held: each has its own bound
+        self._memory_reported: set[str] = set()
+        self._problem_count = 0
+        self._header: HeaderRecord | None = None
+        self._schemas: dict[int, SchemaRecord] = {}
+        self._channels: dict[int, tuple[ChannelRecord, int]] = {}
+        self._resolved: dict[int, LoggedChannel] = {}
+        self._waiting: dict[int, list[int]] = {}  # schema id -> channels waiting for it
+        self._pending: dict[int, list[Found]] = {}  # channel id -> messages waiting for it
+        self._unknown: Counter[int] = Counter()
+        self._foreign: Counter[str] = Counter()
+
+    def items(self) -> Iterator[RunItem]:
+        with open_source(self._path) as source:
+            source.read_magic()
+            self._scanner = McapScanner(source, self._limits)
+            for event in self._scanner.events():
+                if isinstance(event, ScanEnd):
+                    end = self._finish(event)
+                    yield from self._flush()
+                    yield end
+                    return
+                self._take(event)
+                yield from self._flush()
+
+    # -- scanner events ------------------------------------------------------------------
+
+    def _take(self, event: Found | ZeroCrc | ReadProblem) -> None:
+        if isinstance(event, ReadProblem):
+            self._problem(event)
+        elif isinstance(event, ZeroCrc):
+            self._problem(
+                ReadProblem(
+                    ProblemKind.CRC_MISSING,
+                    event.offset,
+                    f"{event.what} is zero, but ghost always writes it: the file was altered"
+                    " after it was written",
                 )
-        elif isinstance(record, Footer):
-            self._check_footer(record, start)
-
-    def _define(self, record: Schema | Channel) -> None:
-        known: Mapping[int, Schema | Channel] = (
-            self.schemas if isinstance(record, Schema) else self.channels
-        )
-        kind = "schema" if isinstance(record, Schema) else "channel"
-        previous = known.get(record.id)
-        if previous is None:
-            if isinstance(record, Schema):
-                self.schemas[record.id] = record
-            else:
-                self.channels[record.id] = record
-        elif previous != record:
-            # The summary repeats definitions; a repeat that differs was changed.
-            self.problems.append(
-                f"{kind} {record.id} is defined twice, differently; the first definition is used"
             )
+        else:
+            record = event.record
+            if isinstance(record, MessageRecord):
+                self._message(event, record)
+            elif isinstance(record, ChannelRecord):
+                self._define_channel(event, record)
+            elif isinstance(record, SchemaRecord):
+                self._define_schema(event, record)
+            elif isinstance(record, AttachmentRecord):
+                self._ready.append(
+                    LoggedAttachment(
+                        name=record.name,
+                        media_type=record.media_type,
+                        log_time_ns=record.log_time,
+                        data=record.data,
+                        sha256=sha256_hex(record.data),
+                        create_time_ns=record.create_time,
+                        offset=event.offset,
+                    )
+                )
+            elif self._header is None:
+                self._header = record
+                if record.library.startswith(GHOST_LIBRARY):
+                    self._ghost = True
 
-    def _take_chunk(self, chunk: Chunk, start: int) -> None:
-        if chunk.uncompressed_size > _MAX_CHUNK_BYTES:
-            self.problems.append(
-                f"the chunk at byte {start} claims {chunk.uncompressed_size} bytes"
-                " uncompressed; it was skipped as corrupt"
+    def _define_schema(self, event: Found, schema: SchemaRecord) -> None:
+        known = self._schemas.get(schema.id)
+        if known is not None:
+            if known != schema:
+                self._conflict("schema", schema.id, event.offset)
+            return
+        if schema.id == 0:
+            self._problem(
+                ReadProblem(
+                    ProblemKind.RECORD_UNPARSABLE,
+                    event.offset,
+                    f"the schema record at byte {event.offset} has id 0, which MCAP reserves"
+                    " for 'no schema'; it was skipped",
+                )
             )
             return
-        try:
-            inner = breakup_chunk(chunk, validate_crc=True)
-        except _CHUNK_ERRORS as exc:
-            self.problems.append(
-                f"the chunk at byte {start} is corrupt ({_why(exc)}); the records in it are lost"
-            )
+        size = len(schema.data) + len(schema.name) + len(schema.encoding)
+        if not self._hold(size + _DEFINITION_OVERHEAD, "definitions", event.offset):
             return
-        for record in inner:
-            if isinstance(record, Message):
-                self.messages.append((start, record))
-            elif isinstance(record, Schema | Channel):
-                self._define(record)
+        self._schemas[schema.id] = schema
+        for channel_id in self._waiting.pop(schema.id, ()):
+            self._resolve(channel_id)
 
-    def _take_attachment(self, attachment: Attachment, start: int, end: int) -> None:
-        # mcap's Attachment.read skips the CRC; check it here.
-        stored = int.from_bytes(self.data[end - 4 : end], "little")
-        if stored and zlib.crc32(self.data[start + _RECORD_PREFIX : end - 4]) != stored:
-            self.problems.append(
-                f"the attachment {attachment.name!r} at byte {start} fails its CRC check"
-            )
-        self.attachments.append(
-            LoggedAttachment(
-                name=attachment.name,
-                media_type=attachment.media_type,
-                log_time_ns=attachment.log_time,
-                data=attachment.data,
-                sha256=sha256_hex(attachment.data),
-            )
-        )
-
-    def _check_footer(self, footer: Footer, start: int) -> None:
-        if not footer.summary_crc:
+    def _define_channel(self, event: Found, channel: ChannelRecord) -> None:
+        known = self._channels.get(channel.id)
+        if known is not None:
+            if known[0] != channel:
+                self._conflict("channel", channel.id, event.offset)
             return
-        first = footer.summary_start or start
-        covered = self.data[first : start + _FOOTER_CRC_SPAN]
-        if first > start or zlib.crc32(covered) != footer.summary_crc:
-            self.problems.append("the summary section fails its CRC check")
+        size = len(channel.topic) + len(channel.message_encoding)
+        size += sum(len(key) + len(value) for key, value in channel.metadata)
+        if not self._hold(size + _DEFINITION_OVERHEAD, "definitions", event.offset):
+            return
+        self._channels[channel.id] = (channel, event.offset)
+        if channel.schema_id == 0 or channel.schema_id in self._schemas:
+            self._resolve(channel.id)
+        else:
+            self._waiting.setdefault(channel.schema_id, []).append(channel.id)
 
-    def result(self, path: Path) -> RunLog:
-        ghost_channels = {
-            channel.id for channel in self.channels.values() if self._is_ghost(channel)
-        }
-        if not ghost_channels and (self.channels or self.messages):
-            topics = sorted({channel.topic for channel in self.channels.values()})
-            found = ", ".join(topics) if topics else "none"
-            raise LogFormatError(
-                path,
-                "it is an MCAP file, but not a ghost audit log: none of its channels is a"
-                f" ghost topic with a ghost schema (its topics: {found})",
-            )
-        records: list[LoggedRecord] = []
-        foreign: Counter[str] = Counter()
-        unknown: Counter[int] = Counter()
-        for _, message in self.messages:
-            channel = self.channels.get(message.channel_id)
-            if channel is None:
-                unknown[message.channel_id] += 1
-            elif channel.topic in TOPICS:
-                records.append(_logged(channel.topic, message))
-            else:
-                foreign[channel.topic] += 1
-        problems = list(self.problems)
-        problems.extend(
-            f"channel {channel.id} on {channel.topic} does not carry the"
-            f" {TOPICS[channel.topic]} JSON schema with JSON messages"
-            for channel in self.channels.values()
-            if channel.topic in TOPICS and channel.id not in ghost_channels
-        )
-        problems.extend(
-            f"{count} message(s) on channel {channel_id}, which is never defined, were left out"
-            for channel_id, count in sorted(unknown.items())
-        )
-        problems.extend(
-            f"{count} message(s) on {topic}, which is not a ghost topic, were left out"
-            for topic, count in sorted(foreign.items())
-        )
-        return RunLog(
-            path=path,
-            source_sha256=sha256_hex(self.data),
-            records=tuple(records),
-            attachments=tuple(self.attachments),
-            truncated=self.truncated,
-            problems=tuple(problems),
-        )
-
-    def _is_ghost(self, channel: Channel) -> bool:
-        schema = self.schemas.get(channel.schema_id)
-        return (
+    def _resolve(self, channel_id: int) -> None:
+        """Give a channel its schema (or, at the end, none): yield it, then its waiting messages."""
+        channel, offset = self._channels[channel_id]
+        schema = self._schemas.get(channel.schema_id)
+        is_ghost = (
             channel.topic in TOPICS
             and channel.message_encoding == MESSAGE_ENCODING
             and schema is not None
             and schema.name == TOPICS[channel.topic]
             and schema.encoding == SCHEMA_ENCODING
         )
+        logged = LoggedChannel(
+            channel_id=channel.id,
+            topic=channel.topic,
+            message_encoding=channel.message_encoding,
+            metadata=MappingProxyType(dict(channel.metadata)),
+            schema_id=channel.schema_id,
+            schema_name=None if schema is None else schema.name,
+            schema_encoding=None if schema is None else schema.encoding,
+            schema_data=None if schema is None else schema.data,
+            is_ghost=is_ghost,
+            offset=offset,
+        )
+        self._resolved[channel_id] = logged
+        self._ready.append(logged)
+        if is_ghost:
+            self._ghost = True
+        elif channel.topic in TOPICS:
+            self._problem(
+                ReadProblem(
+                    ProblemKind.CHANNEL_NOT_GHOST,
+                    offset,
+                    f"channel {channel.id} on {channel.topic} does not carry the"
+                    f" {TOPICS[channel.topic]} JSON schema with JSON messages",
+                )
+            )
+        for waiting in self._pending.pop(channel_id, ()):
+            self._held_bytes[_WAITING] -= len(_message_of(waiting).data)
+            self._deliver(waiting, logged)
+
+    def _message(self, event: Found, message: MessageRecord) -> None:
+        channel = self._resolved.get(message.channel_id)
+        if channel is not None:
+            self._deliver(event, channel)
+        elif self._hold(len(message.data), _WAITING, event.offset):
+            self._pending.setdefault(message.channel_id, []).append(event)
+
+    def _deliver(self, event: Found, channel: LoggedChannel) -> None:
+        message = _message_of(event)
+        if channel.topic in TOPICS:
+            record, problem = parse_record(message.data)
+            self._ready.append(
+                LoggedRecord(
+                    topic=channel.topic,
+                    log_time_ns=message.log_time,
+                    sequence=message.sequence,
+                    data=message.data,
+                    sha256=sha256_hex(message.data),
+                    record=record,
+                    problem=problem,
+                    publish_time_ns=message.publish_time,
+                    channel_id=message.channel_id,
+                    offset=event.offset,
+                    offset_in_chunk=event.offset_in_chunk,
+                )
+            )
+            return
+        self._foreign[channel.topic] += 1
+        if not self._ghost and _GHOST_RECORD_MARK in message.data:
+            record, _ = parse_record(message.data)
+            self._ghost = record is not None and record.get("schema") in SCHEMAS
+
+    # -- bounds, problems, output --------------------------------------------------------
+
+    def _hold(self, size: int, what: str, offset: int) -> bool:
+        """Hold ``size`` more bytes of ``what``; False (and one problem per ``what``) if over."""
+        if self._held_bytes[what] + size <= self._limits.max_held_bytes:
+            self._held_bytes[what] += size
+            return True
+        if what not in self._memory_reported:
+            self._memory_reported.add(what)
+            self._problem(
+                ReadProblem(
+                    ProblemKind.MEMORY_LIMIT,
+                    offset,
+                    f"{what} from byte {offset} on were dropped: they exceed the"
+                    f" {self._limits.max_held_bytes}-byte bound on what reading holds",
+                )
+            )
+        return False
+
+    def _conflict(self, kind: str, definition_id: int, offset: int) -> None:
+        # The summary repeats definitions; a repeat that differs was changed.
+        self._problem(
+            ReadProblem(
+                ProblemKind.DEFINITION_CONFLICT,
+                offset,
+                f"{kind} {definition_id} is defined twice, differently (again at byte {offset});"
+                " the first definition is used",
+            )
+        )
+
+    def _problem(self, problem: ReadProblem) -> None:
+        if self._problem_count >= self._limits.max_problems:
+            return
+        self._problem_count += 1
+        self._ready.append(problem)
+        if self._problem_count == self._limits.max_problems:
+            self._ready.append(
+                ReadProblem(
+                    ProblemKind.TOO_MANY_PROBLEMS,
+                    problem.offset,
+                    "too many problems: reading stopped there",
+                )
+            )
+            if self._scanner is not None:
+                self._scanner.stop()
+
+    def _flush(self) -> Iterator[RunItem]:
+        if self._ghost:
+            if self._held:
+                yield from self._held
+                self._held.clear()
+            yield from self._ready
+            self._ready.clear()
+            return
+        # Not yet known to be ghost's: hold the items, within the bound.
+        for item in self._ready:
+            if not isinstance(item, LoggedRecord | LoggedAttachment) or self._hold(
+                len(item.data), _UNPROVEN, item.offset
+            ):
+                self._held.append(item)
+        self._ready.clear()
+
+    # -- the end -------------------------------------------------------------------------
+
+    def _finish(self, scan: ScanEnd) -> ReadEnd:
+        # Channels whose schema never came are resolved without it, then what still waits.
+        for channel_ids in list(self._waiting.values()):
+            for channel_id in channel_ids:
+                self._resolve(channel_id)
+        self._waiting.clear()
+        for channel_id, waiting in self._pending.items():
+            self._unknown[channel_id] += len(waiting)
+        self._pending.clear()
+        for channel_id, count in sorted(self._unknown.items()):
+            self._problem(
+                ReadProblem(
+                    ProblemKind.UNKNOWN_CHANNEL,
+                    None,
+                    f"{count} message(s) on channel {channel_id}, which is never defined,"
+                    " were left out",
+                )
+            )
+        for topic, count in sorted(self._foreign.items()):
+            self._problem(
+                ReadProblem(
+                    ProblemKind.FOREIGN_TOPIC,
+                    None,
+                    f"{count} message(s) on {topic}, which is not a ghost topic, were left out",
+                )
+            )
+        if not self._ghost and self._crashed_at_creation(scan):
+            self._ghost = True
+        if not self._ghost:
+            raise LogFormatError(self._path, self._not_ghost())
+        return ReadEnd(
+            path=self._path,
+            source_sha256=scan.source_sha256,
+            size_bytes=scan.size_bytes,
+            truncated=scan.truncated,
+            footer=scan.footer,
+            data_end=scan.data_end,
+            data_section_crc=scan.data_section_crc,
+            summary_crc=scan.summary_crc,
+            has_summary=scan.has_summary,
+            chunk_count=scan.chunk_count,
+            chunk_index_count=scan.chunk_index_count,
+            message_index_count=scan.message_index_count,
+            statistics_count=scan.statistics_count,
+            library=None if self._header is None else self._header.library,
+            stopped=scan.stopped,
+        )
+
+    def _crashed_at_creation(self, scan: ScanEnd) -> bool:
+        """The magic alone, or a clean cut inside the Header: a writer killed as it began.
+
+        Nothing else can be in such a file: any record but a Header first is
+        a problem (`ProblemKind.HEADER_MISSING`), and a Header that does not
+        parse is one too.
+        """
+        return scan.truncated and self._header is None and self._problem_count == 0
+
+    def _not_ghost(self) -> str:
+        damage = [
+            item
+            for item in self._held + self._ready
+            if isinstance(item, ReadProblem) and item.kind not in _NOT_DAMAGE
+        ]
+        if not self._channels and damage:
+            return (
+                f"it begins with the MCAP magic, but what follows is not MCAP: {damage[0].message}"
+            )
+        topics = sorted({channel.topic for channel, _ in self._channels.values()})
+        library = "unknown" if self._header is None else repr(self._header.library)
+        return (
+            "it is an MCAP file, but not a ghost audit log: none of its channels is a ghost"
+            " topic with a ghost schema, and none of its messages is a ghost record (its"
+            f" topics: {', '.join(topics) if topics else 'none'}; written by: {library})"
+        )
 
 
-def _logged(topic: str, message: Message) -> LoggedRecord:
-    record, problem = parse_record(message.data)
-    return LoggedRecord(
-        topic=topic,
-        log_time_ns=message.log_time,
-        sequence=message.sequence,
-        data=message.data,
-        sha256=sha256_hex(message.data),
-        record=record,
-        problem=problem,
-    )
-
-
-def _opcode_name(opcode: int) -> str:
-    return Opcode(opcode).name.lower().replace("_", " ")
-
-
-def _why(exc: BaseException) -> str:
-    text = str(exc)
-    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+def _message_of(event: Found) -> MessageRecord:
+    record = event.record
+    assert isinstance(record, MessageRecord)
+    return record

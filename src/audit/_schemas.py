@@ -51,6 +51,20 @@ _VERDICT: Final = {"enum": ["deny", "pending", "narrow", "scrub", "allow"]}
 # An approval ends pending: the action runs under what pending was holding, or not at all.
 _FINAL_VERDICT: Final = {"enum": ["deny", "narrow", "scrub", "allow"]}
 _EFFECT: Final = {"enum": ["allow", "narrow", "approval", "deny"]}
+_SIZE: Final = {"type": "integer", "minimum": 1, "maximum": _INT64_MAX}
+# C2SP signed-note: a key name is non-empty, with no space, no '+', no control character.
+_KEY_NAME: Final = {"type": "string", "pattern": "^[^\\s+\\x00-\\x1f]+$"}
+_ED25519_PUBLIC_KEY: Final = {"type": "string", "pattern": "^[A-Za-z0-9+/]{43}=$"}
+# The shape of a checkpoint note (audit._note parses it exactly): origin, size, base64
+# root, then, when signed, a blank line and signature lines opening with an em dash.
+_CHECKPOINT_NOTE: Final = {
+    "type": "string",
+    "pattern": (
+        "^ghost\\.run/[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\\n"
+        "[1-9][0-9]{0,18}\\n[A-Za-z0-9+/]{43}=\\n"
+        "(\\n(\u2014 [^\\s+\\x00-\\x1f]+ [A-Za-z0-9+/]+={0,2}\\n)+)?$"
+    ),
+}
 
 
 def _object(properties: Mapping[str, Any]) -> dict[str, Any]:
@@ -91,11 +105,20 @@ _RUN = _record_schema(
         "policy_sha256": _SHA256,
         "policy_source_sha256": _SHA256,
         "durability": {"enum": ["process", "fsync", "chunk"]},
-        # Null until signing is configured; then the key the run's checkpoints are signed with.
+        # Null for an unsigned run; else the key its checkpoint notes are signed with.
         "signing": {
             "anyOf": [
                 {"type": "null"},
-                _object({"key_id": _SHA256, "public_key": _STRING}),
+                _object(
+                    {
+                        # SHA-256 hex of the raw public key.
+                        "key_id": _SHA256,
+                        # The name in the notes' signature lines (C2SP signed-note).
+                        "key_name": _KEY_NAME,
+                        # The raw 32-byte Ed25519 public key, standard base64.
+                        "public_key": _ED25519_PUBLIC_KEY,
+                    }
+                ),
             ]
         },
     },
@@ -161,6 +184,19 @@ _APPROVAL = _record_schema(
     },
 )
 
+_CHECKPOINT = _record_schema(
+    "ghost.checkpoint/1",
+    "A tree head: the RFC 6962 root of every record before it, and the same as a C2SP note.",
+    {
+        # The records seq 0 .. tree_size - 1 are covered (ghost: every record before this one).
+        "tree_size": _SIZE,
+        "root_hash": _SHA256,
+        # The content address of record tree_size - 1.
+        "head_sha256": _SHA256,
+        "note": _CHECKPOINT_NOTE,
+    },
+)
+
 _SEAL = _record_schema(
     "ghost.seal/1",
     "Last record of a cleanly closed run: how many records precede it, and the last one's address.",
@@ -180,7 +216,7 @@ def _freeze(value: Any) -> Any:
 SCHEMAS: Final[Mapping[str, Mapping[str, Any]]] = MappingProxyType(
     {
         schema["title"]: _freeze(schema)
-        for schema in (_RUN, _ASSESSMENT, _DECISION, _APPROVAL, _SEAL)
+        for schema in (_RUN, _ASSESSMENT, _DECISION, _APPROVAL, _SEAL, _CHECKPOINT)
     }
 )
 """Schema name (``ghost.decision/1``) -> its JSON Schema, deeply read-only."""
@@ -192,6 +228,8 @@ TOPICS: Final[Mapping[str, str]] = MappingProxyType(
         "/decisions": "ghost.decision/1",
         "/approvals": "ghost.approval/1",
         "/seal": "ghost.seal/1",
+        # Added after the first five, so that their channel ids (1-5) stay what they were.
+        "/checkpoints": "ghost.checkpoint/1",
     }
 )
 """Topic (``/decisions``) -> the schema name of its records, in channel registration order."""

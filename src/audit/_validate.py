@@ -9,6 +9,12 @@ other keyword, so this checker cannot silently ignore one.
 
 JSON's types map onto Python's strictly: ``integer`` is an `int` that is not a
 `bool`, and a `float` is never an integer (records hold no floats).
+
+Patterns are ECMA-262 regular expressions, searched (not anchored) as JSON
+Schema says. One difference from Python's `re` matters: ECMA's ``$`` matches
+only at the very end of the text, Python's also before a final newline, so a
+hash with a trailing ``\n`` would pass ``^[0-9a-f]{64}$``. A closing ``$``
+is therefore compiled as ``\\Z``.
 """
 
 from __future__ import annotations
@@ -84,6 +90,8 @@ def _type_matches(value: object, name: str) -> bool:
 
 @cache
 def _compiled(pattern: str) -> re.Pattern[str]:
+    if pattern.endswith("$") and not pattern.endswith("\\$"):
+        pattern = pattern[:-1] + "\\Z"
     return re.compile(pattern)
 
 

@@ -24,12 +24,17 @@ from runtime._canonical import (
 from runtime._clock import Clock, SystemClock
 from runtime._errors import (
     ActionDenied,
+    AmbiguousResource,
     ApprovalError,
     ApprovalPending,
     AuditError,
     CanonicalEncodingError,
+    ConditionError,
+    ConditionTypeError,
     EvaluationError,
     GhostError,
+    NarrowingError,
+    NarrowingEscape,
     PolicyError,
     TraceContextError,
     UnsupportedValue,
@@ -37,6 +42,7 @@ from runtime._errors import (
 from runtime._gate import Gate
 from runtime._ids import make_uuid7
 from runtime._policy import ApprovalSpec, Policy, Rule, ScrubSettings
+from runtime._resource import canonical_resource
 from runtime._scrub import Finding, Scrubber, ScrubLimitExceeded, ScrubResult
 from runtime._sink import AuditSink, RunStart
 from runtime._traceparent import TraceParent, parse_traceparent, parse_tracestate
@@ -47,6 +53,7 @@ __all__ = [
     "SDK_VERSION",
     "Action",
     "ActionDenied",
+    "AmbiguousResource",
     "ApprovalError",
     "ApprovalPending",
     "ApprovalSpec",
@@ -54,12 +61,16 @@ __all__ = [
     "AuditSink",
     "CanonicalEncodingError",
     "Clock",
+    "ConditionError",
+    "ConditionTypeError",
     "Decision",
     "Effect",
     "EvaluationError",
     "Finding",
     "Gate",
     "GhostError",
+    "NarrowingError",
+    "NarrowingEscape",
     "Policy",
     "PolicyError",
     "Rule",
@@ -75,6 +86,7 @@ __all__ = [
     "TraceParent",
     "UnsupportedValue",
     "canonical_bytes",
+    "canonical_resource",
     "content_address",
     "jcs_bytes",
     "loads_strict",

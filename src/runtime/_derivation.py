@@ -6,11 +6,14 @@
 4. Apply the narrowing of every matching ``narrow`` rule, in file order.
 5. Scrub the (narrowed) arguments; a finding of a blocking detector → ``deny``.
 6. Any ``approval`` rule → ``pending``.
-7. Arguments changed by narrowing → ``narrow``; else changed by the scrubber →
-   ``scrub``; else ``allow``.
+7. Arguments that differ, type-strictly, from the snapshot after narrowing →
+   ``narrow`` (two narrowings that cancel out are not a narrowing); else
+   changed by the scrubber → ``scrub``; else ``allow``.
 
-This module is pure: no clock reads other than the stage timer it is handed,
-no I/O. Anything that goes wrong raises, and the gate turns it into ``deny``.
+It works on the action's snapshot (`ActionSnapshot`: plain data the gate
+copied first) and on nothing else. This module is pure: no clock reads other
+than the stage timer it is handed, no I/O. Anything that goes wrong raises,
+and the gate turns it into ``deny``.
 """
 
 from __future__ import annotations
@@ -19,18 +22,15 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from runtime._conditions import ConditionTypeError
-from runtime._errors import GhostError
+from runtime._conditions import ConditionTypeError, strict_equal
+from runtime._errors import EvaluationError
 from runtime._narrowing import NarrowingEscape
 from runtime._policy import Policy, Rule
 from runtime._scrub import Finding, Scrubber, ScrubLimitExceeded
+from runtime._snapshot import ActionSnapshot
 from runtime._verdict import Effect, RuntimeVerdict
 
-__all__ = ["InvalidAction", "Outcome", "derive", "safe_reason"]
-
-
-class InvalidAction(GhostError, TypeError):
-    """An action's fields have the wrong types (the gate denies it)."""
+__all__ = ["Outcome", "derive", "safe_reason"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,26 +47,29 @@ class Outcome:
     stage_ns: Mapping[str, int]
 
 
-# Exceptions whose messages ghost builds itself from policy data and limits, never
-# from argument values, so they may appear in a reason. Any other exception is
-# reported by type alone: its message could carry a secret.
-_SAFE_MESSAGES = (NarrowingEscape, ScrubLimitExceeded, ConditionTypeError, InvalidAction)
+# Exceptions whose messages ghost builds itself from policy data, limits and type
+# names, never from argument values, so they may appear in a reason (the gate still
+# scrubs and escapes it). Any other exception is reported by type alone: its
+# message could carry a secret.
+_SAFE_MESSAGES = (EvaluationError, NarrowingEscape, ScrubLimitExceeded, ConditionTypeError)
 
 
-def safe_reason(exc: BaseException) -> str:
-    """The sentence a deny-by-error records: the message if ghost wrote it, else the type."""
+def safe_reason(exc: BaseException, name: str) -> str:
+    """The sentence a deny-by-error records: the message if ghost wrote it, else the type.
+
+    Args:
+        exc: what was raised.
+        name: its type's name, as the caller read it safely.
+    """
     if isinstance(exc, _SAFE_MESSAGES):
-        return f"denied: {exc} ({type(exc).__name__})"
-    return f"denied: evaluation failed with {type(exc).__name__}"
+        return f"denied: {exc} ({name})"
+    return f"denied: evaluation failed with {name}"
 
 
 def derive(
     policy: Policy,
     scrubber: Scrubber,
-    agent: object,
-    verb: object,
-    resource: object,
-    args: object,
+    action: ActionSnapshot,
     now_ns: Callable[[], int],
     stage_ns: dict[str, int],
 ) -> Outcome:
@@ -74,7 +77,7 @@ def derive(
 
     Args:
         policy, scrubber: what to decide with.
-        agent, verb, resource, args: the action's fields, not yet type-checked.
+        action: the action's snapshot.
         now_ns: the monotonic clock, for the stage timer.
         stage_ns: receives ``policy``, ``narrow`` and ``scrub`` durations as each
             stage ends, so the caller keeps them even when a later stage raises.
@@ -82,14 +85,9 @@ def derive(
     Raises:
         Exception: anything that goes wrong; the caller denies.
     """
-    if not isinstance(agent, str) or not isinstance(verb, str) or not isinstance(resource, str):
-        raise InvalidAction("action agent, verb and resource must be strings")
-    if not isinstance(args, Mapping):
-        raise InvalidAction(f"action args must be a mapping, not {type(args).__name__}")
+    agent, verb, resource, args = action.agent, action.verb, action.resource, action.args
     t0 = now_ns()
-    matched = tuple(
-        r for r in policy.candidate_rules(verb) if r.matches(agent, verb, resource, args)
-    )
+    matched = policy.matching_rules(agent, verb, resource, args)
     t1 = now_ns()
     stage_ns["policy"] = t1 - t0
 
@@ -112,7 +110,7 @@ def derive(
     if not matched and policy.default is Effect.DENY:
         return outcome(RuntimeVerdict.DENY, "no rule matched; the policy default is deny", None, {})
 
-    current: dict[str, Any] = dict(args)
+    current: dict[str, Any] = args
     narrowings: list[tuple[str, str, str]] = []
     first_narrowing: str | None = None
     for rule in by_effect[Effect.NARROW]:
@@ -141,7 +139,7 @@ def derive(
         reason = f"held for approval by rule {first.id!r}"
         return outcome(RuntimeVerdict.PENDING, reason, first.id, final, found, done)
     permitting = next((r.id for r in matched if r.effect in (Effect.ALLOW, Effect.NARROW)), None)
-    if first_narrowing is not None:
+    if first_narrowing is not None and not strict_equal(current, args, numbers_by_value=False):
         kinds = ", ".join(sorted({kind for _, kind, _ in narrowings}))
         reason = f"narrowed by rule {first_narrowing!r} ({kinds})"
         return outcome(RuntimeVerdict.NARROW, reason, first_narrowing, final, found, done)
@@ -149,8 +147,9 @@ def derive(
         detectors = ", ".join(sorted({f.detector for f in found}))
         reason = f"allowed with secrets removed ({detectors})"
         return outcome(RuntimeVerdict.SCRUB, reason, permitting, final, found, done)
+    # Narrowings that cancelled out are still part of the picture the assessment keeps.
     if permitting is None:
-        return outcome(
-            RuntimeVerdict.ALLOW, "no rule matched; the policy default is allow", None, final
-        )
-    return outcome(RuntimeVerdict.ALLOW, f"allowed by rule {permitting!r}", permitting, final)
+        reason = "no rule matched; the policy default is allow"
+        return outcome(RuntimeVerdict.ALLOW, reason, None, final, found, done)
+    reason = f"allowed by rule {permitting!r}"
+    return outcome(RuntimeVerdict.ALLOW, reason, permitting, final, found, done)

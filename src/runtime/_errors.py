@@ -7,7 +7,13 @@
     ├── TraceContextError(ValueError)    a traceparent / tracestate header that must be dropped
     ├── CanonicalEncodingError(ValueError)  a value that has no canonical bytes
     ├── EvaluationError                  an action the gate cannot evaluate: it is denied
-    │   └── UnsupportedValue(TypeError)  an argument that is not plain data
+    │   ├── UnsupportedValue(TypeError)  an argument that is not plain data
+    │   ├── AmbiguousResource(ValueError)  a resource no glob may judge (traversal, encodings)
+    │   ├── ConditionError               a ``when`` path that is missing or runs through a non-dict
+    │   │   └── ConditionTypeError(TypeError)  a value of the wrong type for its operator
+    │   ├── NarrowingError               a narrowing that cannot be applied to the arguments
+    │   │   └── NarrowingEscape          a ``within`` path that leaves its directory
+    │   └── ScrubLimitExceeded(ValueError)  arguments the scrubber cannot finish within its bounds
     ├── ApprovalError                    misuse of the approval queue
     ├── ActionDenied                     `Gate.enforce` on a `deny` verdict
     ├── ApprovalPending                  `Gate.enforce` on a `pending` verdict
@@ -22,20 +28,26 @@ read the fields instead of parsing text.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal
 
 if TYPE_CHECKING:
     from runtime._action import Decision
 
 __all__ = [
     "ActionDenied",
+    "AmbiguousResource",
     "ApprovalError",
     "ApprovalPending",
     "AuditError",
     "CanonicalEncodingError",
+    "ConditionError",
+    "ConditionTypeError",
     "EvaluationError",
     "GhostError",
+    "NarrowingError",
+    "NarrowingEscape",
     "PolicyError",
+    "ScrubLimitExceeded",
     "TraceContextError",
     "UnsupportedValue",
 ]
@@ -115,11 +127,130 @@ class UnsupportedValue(EvaluationError, TypeError):
         self.type_name = type_name
         self.path = path
         self.problem = problem
-        what = problem if problem is not None else f"a {type_name}, which is not plain data"
-        super().__init__(
-            f"argument {path} is {what} (plain data: dict with str keys, list, str, bytes,"
-            " int, finite float, bool, None)"
+        if problem is None:
+            problem = (
+                f"a {type_name}, which is not plain data (dict with str keys, list, str,"
+                " bytes, int, finite float, bool, None)"
+            )
+        super().__init__(f"argument {path} is {problem}")
+
+
+class AmbiguousResource(EvaluationError, ValueError):
+    """A resource that could name more than one thing, so no glob may judge it (SPEC §4).
+
+    Raised by `canonical_resource` for a resource that climbs above its root,
+    holds a backslash, a percent-encoded or compatibility (fullwidth) form of a
+    separator or a dot, a dot segment in its query, or text that is not valid
+    Unicode. The message never repeats the resource: it is attacker-controlled.
+
+    Attributes:
+        problem: what is wrong, a fixed phrase ("climbs above its root").
+    """
+
+    def __init__(self, problem: str) -> None:
+        self.problem = problem
+        super().__init__(f"the resource is ambiguous: it {problem}")
+
+
+class ConditionError(EvaluationError):
+    """A rule's ``when`` condition cannot be evaluated, so the action is denied (SPEC §4).
+
+    A path that is missing (outside ``exists``) or that runs through something
+    other than a dict is not "false": treating it so would let an agent sidestep
+    a deny or approval rule by leaving an argument out or wrapping it in a list.
+
+    Attributes:
+        rule: the id of the rule whose condition failed.
+        path: the condition's dotted path, as the policy wrote it.
+        operator: the operator that could not be applied, or None when the
+            path itself failed.
+        problem: what is wrong ("is missing", "needs a number, not a string").
+    """
+
+    def __init__(self, rule: str, path: str, problem: str, operator: str | None = None) -> None:
+        self.rule = rule
+        self.path = path
+        self.operator = operator
+        self.problem = problem
+        where = f"when {path!r}" if operator is None else f"when {path!r} {operator}"
+        super().__init__(f"rule {rule!r}: {where}: {problem}")
+
+
+class ConditionTypeError(ConditionError, TypeError):
+    """A value whose type does not fit its operator (a string for ``gt``; bool is not a number)."""
+
+
+class NarrowingError(EvaluationError):
+    """A ``narrow`` rule cannot be applied to the arguments, so the action is denied.
+
+    Attributes:
+        rule: the id of the narrowing rule.
+        path: the dotted argument path, as the policy wrote it.
+        kind: the narrowing: ``"clamp"``, ``"set"`` or ``"within"`` (empty, with an
+            empty ``path``, when the arguments themselves are not a dict).
+        problem: what is wrong ("needs a number, not a boolean").
+    """
+
+    def __init__(self, rule: str, path: str, kind: str, problem: str) -> None:
+        self.rule = rule
+        self.path = path
+        self.kind = kind
+        self.problem = problem
+        super().__init__(self._message())
+
+    def _message(self) -> str:
+        where = f"narrow.{self.kind}" if self.kind else "narrow"
+        if self.path:
+            where += f" {self.path!r}"
+        return f"rule {self.rule!r}: {where}: {self.problem}"
+
+
+class NarrowingEscape(NarrowingError):
+    """An argument that a ``within`` narrowing cannot confine under its directory.
+
+    Attributes:
+        prefix: the directory the rule confines the argument to (policy data).
+        (and those of `NarrowingError`; ``kind`` is ``"within"``)
+    """
+
+    def __init__(self, rule: str, path: str, prefix: str, problem: str) -> None:
+        self.prefix = prefix
+        super().__init__(rule, path, "within", problem)
+
+    def _message(self) -> str:
+        return (
+            f"argument {self.path!r} escapes {self.prefix!r}, the directory rule"
+            f" {self.rule!r} confines it to: it {self.problem}"
         )
+
+
+class ScrubLimitExceeded(EvaluationError, ValueError):
+    """Arguments the scrubber cannot finish within its bounds; they must not be used.
+
+    The scrubber never returns text it has not finished scanning or redacting:
+    past a bound it raises this, and the gate denies (SPEC §4). The message
+    names the bound and its limit, never any of the value's content.
+
+    Attributes:
+        bound: ``"max_depth"`` (nesting, or a cycle), ``"max_bytes"`` (the size
+            budget: text, values, keys and candidates, ADR 0010) or
+            ``"fixpoint"`` (redaction rounds that kept uncovering more).
+        limit: the configured limit that was exceeded.
+    """
+
+    def __init__(self, bound: Literal["max_depth", "max_bytes", "fixpoint"], limit: int) -> None:
+        self.bound = bound
+        self.limit = limit
+        if bound == "max_depth":
+            what = f"nests deeper than the scrubber's max_depth of {limit} (or is cyclic)"
+        elif bound == "max_bytes":
+            what = (
+                f"exceeds the scrubber's max_bytes of {limit}"
+                " (UTF-8 bytes scanned plus a fixed cost per value, key and candidate)"
+            )
+        else:
+            what = f"still uncovers secrets after the scrubber's {limit} redaction rounds"
+        super().__init__(f"value {what}; it cannot be scrubbed and must not be used")
 
 
 class ApprovalError(GhostError):

@@ -1,18 +1,32 @@
-"""The gate: times, traces, derives and records one decision per action (SPEC §3).
+"""The gate: snapshots, traces, derives and records one decision per action (SPEC §3).
 
-Order inside `Gate.check`: read the monotonic clock; resolve the trace
-context; derive the verdict (any exception → ``deny``, ADR 0002); read the
-clock again (that difference is ``latency_ns``); end the span; then write the
-assessment and the decision to the sink. A sink failure raises `AuditError`:
-the caller gets no decision, so the action cannot run unaudited.
+Order inside `Gate.check`, all of it inside the fail-closed boundary:
+
+1. read the clocks (gate entry; a clock that fails is itself a reason to deny);
+2. resolve the trace context and start the span (`Tracing.begin`; if the
+   host's OpenTelemetry SDK raises, `Tracing.fallback` and deny);
+3. take the action's snapshot (`Snapshotter.take`) -- from here on nothing
+   reads the caller's objects again;
+4. derive the verdict from the snapshot (`derive`), and hash the snapshot
+   and the arguments that will run;
+5. read the clock again: that difference is ``latency_ns``;
+6. end the span (a failure there denies too);
+7. write the assessment and the decision to the sink. A sink failure raises
+   `AuditError`: the caller gets no decision, so the action cannot run unaudited.
+
+Any exception in 1-6 becomes a recorded ``deny`` whose reason names the
+error's type (and, for an `EvaluationError`, ghost's own message about it);
+no exception message of anyone else's is ever recorded.
 """
 
 from __future__ import annotations
 
 import asyncio
 import os
+import time
 from collections.abc import Mapping
-from typing import Any, Final
+from dataclasses import dataclass
+from typing import Final
 
 from opentelemetry.trace import TracerProvider
 
@@ -24,8 +38,10 @@ from runtime._errors import ActionDenied, ApprovalPending, AuditError
 from runtime._ids import make_uuid7
 from runtime._logging import get_event_log
 from runtime._policy import Policy
+from runtime._recorded import RecordedText, type_name
 from runtime._scrub import Scrubber
 from runtime._sink import AuditSink, RunStart
+from runtime._snapshot import ActionSnapshot, Snapshotter, ToData
 from runtime._tracing import DecisionTrace, Tracing
 from runtime._verdict import RuntimeVerdict
 from runtime._version import SDK_VERSION
@@ -34,7 +50,30 @@ __all__ = ["Gate"]
 
 ASSESSMENT_TOPIC: Final = "/assessments"
 DECISION_TOPIC: Final = "/decisions"
+DEFAULT_MAX_NAME_CHARS: Final = 4096
 _log = get_event_log("ghost.gate")
+
+# Read straight from Action's slots, so that a subclass's properties never run.
+_ACTION_FIELDS: Final = tuple(
+    Action.__dict__[name] for name in ("agent", "verb", "resource", "args")
+)
+
+
+@dataclass(frozen=True, slots=True)
+class _Times:
+    """The clock readings of one check."""
+
+    stamp_ns: int  # wall clock at entry: the assessment's stamp
+    verdict_stamp_ns: int  # wall clock at the verdict: the decision's stamp
+    latency_ns: int  # monotonic, entry -> verdict
+
+
+@dataclass(frozen=True, slots=True)
+class _Hashes:
+    """The content addresses a decision rests on (None where there is nothing to address)."""
+
+    args_sha256: str | None  # the snapshot of the arguments that came in
+    executed_sha256: str | None  # the arguments that run (None for deny)
 
 
 class Gate:
@@ -51,12 +90,26 @@ class Gate:
         fingerprint_key: HMAC key for the fingerprints of scrubbed secrets
             (default: 32 random bytes per gate, so fingerprints correlate
             within a run but not across runs).
+        to_data: converts the host's own argument types (a pydantic model, a
+            dataclass) to plain data; called once per value that is not plain
+            data (SPEC §3). Without it such a value denies.
+        max_name_chars: the longest agent, verb or resource accepted (4,096).
 
     Raises:
         AuditError: the sink could not begin the run.
+        ValueError: ``max_name_chars`` is not a positive integer.
+        TypeError: ``to_data`` is not callable.
     """
 
-    __slots__ = ("_clock", "_policy", "_scrubber", "_sink", "_tracing")
+    __slots__ = (
+        "_clock",
+        "_policy",
+        "_recorded",
+        "_scrubber",
+        "_sink",
+        "_snapshotter",
+        "_tracing",
+    )
 
     def __init__(
         self,
@@ -66,6 +119,8 @@ class Gate:
         clock: Clock | None = None,
         tracer_provider: TracerProvider | None = None,
         fingerprint_key: bytes | None = None,
+        to_data: ToData | None = None,
+        max_name_chars: int = DEFAULT_MAX_NAME_CHARS,
     ) -> None:
         self._policy = policy
         self._sink = sink
@@ -79,6 +134,15 @@ class Gate:
             max_depth=settings.max_depth,
             max_bytes=settings.max_bytes,
         )
+        self._snapshotter = Snapshotter(
+            max_name_chars=max_name_chars,
+            max_depth=settings.max_depth,
+            max_bytes=settings.max_bytes,
+            to_data=to_data,
+        )
+        # What the log keeps of outside text is scrubbed by every detector, whatever
+        # the policy lists (SPEC §4); `record_text` never raises.
+        self._recorded = RecordedText(self._scrubber.record_text, max_chars=max_name_chars)
         run = RunStart(
             policy_id=policy.policy_id,
             policy_sha256=policy.policy_sha256,
@@ -108,7 +172,8 @@ class Gate:
     ) -> Decision:
         """Decide on ``action`` and record the decision before returning it.
 
-        Never raises for a policy outcome: read ``decision.verdict``.
+        Never raises for a policy outcome, nor for anything in the action or
+        the headers: read ``decision.verdict``.
 
         Args:
             action: what the agent is about to do.
@@ -120,50 +185,63 @@ class Gate:
             AuditError: the decision could not be recorded; the action must not run.
         """
         if not isinstance(action, Action):
-            raise TypeError(f"Gate.check takes an Action, not {type(action).__name__}")
-        clock = self._clock
-        start_ns = clock.monotonic_ns()
-        stamp_ns = clock.time_ns()
-        decision_id = make_uuid7(stamp_ns)
-        trace = self._tracing.begin(traceparent, tracestate)
+            raise TypeError(f"Gate.check takes an Action, not {type_name(action)}")
         errors: list[str] = []
+        start_ns, stamp_ns = self._read_clock(errors)
+        decision_id = make_uuid7(stamp_ns)
         stage_ns = {"policy": 0, "narrow": 0, "scrub": 0}
+        fields: tuple[object, ...] = ()
+        snapshot: ActionSnapshot | None = None
         args_sha256: str | None = None
         executed_sha256: str | None = None
+        trace: DecisionTrace | None = None
         try:
+            if errors:
+                raise _ClockFailure
+            try:
+                trace = self._tracing.begin(traceparent, tracestate)
+            except Exception as exc:
+                raise _HostFailure("starting the decision's span") from exc
+            fields = tuple(descriptor.__get__(action) for descriptor in _ACTION_FIELDS)
+            snapshot = self._snapshotter.take(*fields)
+            args_sha256 = value_sha256(snapshot.args)
             outcome = derive(
-                self._policy,
-                self._scrubber,
-                action.agent,
-                action.verb,
-                action.resource,
-                action.args,
-                clock.monotonic_ns,
-                stage_ns,
+                self._policy, self._scrubber, snapshot, self._clock.monotonic_ns, stage_ns
             )
             if outcome.verdict is not RuntimeVerdict.DENY:
                 # Part of deciding: what cannot be addressed cannot be approved or audited.
-                args_sha256 = value_sha256(action.args)
-                # Every change is a narrowing or a finding; without either the
-                # arguments that run are the ones that came in.
-                unchanged = not outcome.narrowings and not outcome.findings
-                executed_sha256 = args_sha256 if unchanged else value_sha256(outcome.args)
+                same = outcome.args is snapshot.args
+                executed_sha256 = args_sha256 if same else value_sha256(outcome.args)
         except Exception as exc:  # noqa: BLE001 - fail closed: any doubt becomes a recorded deny
-            errors.append(type(exc).__name__)
-            outcome = Outcome(RuntimeVerdict.DENY, safe_reason(exc), None, {}, (), (), (), stage_ns)
+            outcome = self._denied(exc, stage_ns, errors)
             executed_sha256 = None
-        latency_ns = clock.monotonic_ns() - start_ns
-        verdict_stamp_ns = clock.time_ns()
-        self._end_span(trace, outcome, decision_id)
+        if trace is None:
+            trace = self._tracing.fallback(traceparent)
+        end_ns, verdict_stamp_ns = self._read_clock(errors)
+        latency_ns = max(0, end_ns - start_ns)
+        for stage, spent in stage_ns.items():
+            if type(spent) is not int or spent < 0:  # a clock that went wrong mid-check
+                stage_ns[stage] = 0
+                if "ClockError" not in errors:
+                    errors.append("ClockError")
+        try:
+            try:
+                self._end_span(trace, outcome, decision_id)
+            except Exception as exc:
+                raise _HostFailure("ending the decision's span") from exc
+        except _HostFailure as failure:  # the host's span processor failed: deny
+            outcome = self._denied(failure, stage_ns, errors)
+            executed_sha256 = None
         if trace.rejected is not None:
             _log.warning("ghost.traceparent_rejected", decision_id=decision_id, why=trace.rejected)
         return self._record(
-            action,
+            snapshot,
+            fields,
             decision_id,
-            (stamp_ns, verdict_stamp_ns, latency_ns),
+            _Times(stamp_ns, max(verdict_stamp_ns, stamp_ns), latency_ns),
             trace,
             outcome,
-            (args_sha256, executed_sha256),
+            _Hashes(args_sha256, executed_sha256),
             errors,
         )
 
@@ -175,6 +253,7 @@ class Gate:
         The current context (and so the current OpenTelemetry span) is carried over.
 
         Raises:
+            TypeError: ``action`` is not an `Action`.
             AuditError: the decision could not be recorded; the action must not run.
         """
         return await asyncio.to_thread(
@@ -201,6 +280,40 @@ class Gate:
             raise ApprovalPending(decision)
         return decision
 
+    # -- inside a check -------------------------------------------------------------------
+
+    def _read_clock(self, errors: list[str]) -> tuple[int, int]:
+        """Read (monotonic, wall) from the gate's clock; on failure, the system's, and say so."""
+        try:
+            monotonic_ns = self._clock.monotonic_ns()
+            wall_ns = self._clock.time_ns()
+            if type(monotonic_ns) is int and type(wall_ns) is int and wall_ns >= 0:
+                return monotonic_ns, wall_ns
+            name = "ClockError"
+        except Exception as exc:  # noqa: BLE001 - a broken clock denies; it never escapes
+            name = self._recorded(type_name(exc))
+        if name not in errors:
+            errors.append(name)
+        return time.monotonic_ns(), time.time_ns()
+
+    def _denied(
+        self, exc: BaseException, stage_ns: Mapping[str, int], errors: list[str]
+    ) -> Outcome:
+        """The outcome of a check that failed: ``deny``, naming the error (scrubbed)."""
+        if isinstance(exc, _ClockFailure):
+            reason = "denied: the gate's clock failed"
+        else:
+            if isinstance(exc, _HostFailure) and exc.__cause__ is not None:
+                cause = exc.__cause__
+                reason = f"denied: {exc.what} failed ({type_name(cause)})"
+            else:
+                cause = exc
+                reason = safe_reason(exc, type_name(exc))
+            name = self._recorded(type_name(cause))
+            if name not in errors:
+                errors.append(name)
+        return Outcome(RuntimeVerdict.DENY, self._recorded(reason), None, {}, (), (), (), stage_ns)
+
     @staticmethod
     def _end_span(trace: DecisionTrace, outcome: Outcome, decision_id: str) -> None:
         span = trace.span
@@ -212,43 +325,33 @@ class Gate:
             span.set_attribute("ghost.trace_origin", trace.origin)
         span.end()
 
-    def _recorded_text(self, value: object) -> str:
-        # The log keeps agent/verb/resource scrubbed: `mail:{to}` can carry an address.
-        if not isinstance(value, str):
-            return f"<not a string: {type(value).__name__}>"
-        try:
-            return self._scrubber.scrub_text(value)[0]
-        except Exception as exc:  # noqa: BLE001 - oversized text: keep its size, not its content
-            return f"<unrecordable text: {type(exc).__name__}, {len(value)} characters>"
-
     def _record(
         self,
-        action: Action,
+        snapshot: ActionSnapshot | None,
+        fields: tuple[object, ...],
         decision_id: str,
-        times_ns: tuple[int, int, int],
+        times: _Times,
         trace: DecisionTrace,
         outcome: Outcome,
-        hashes: tuple[str | None, str | None],
+        hashes: _Hashes,
         errors: list[str],
     ) -> Decision:
-        stamp_ns, verdict_stamp_ns, latency_ns = times_ns
-        args_sha256, executed_sha256 = hashes
         policy = self._policy
-        if args_sha256 is None:  # a deny: the arguments were not hashed while deciding
-            try:
-                args_sha256 = value_sha256(action.args)
-            except Exception as exc:  # noqa: BLE001 - an unhashable payload is recorded as such
-                if type(exc).__name__ not in errors:
-                    errors.append(type(exc).__name__)
-        executed: Mapping[str, Any] = outcome.args
+        recorded = self._recorded
+        if snapshot is not None:
+            names: tuple[object, ...] = (snapshot.agent, snapshot.verb, snapshot.resource)
+        elif fields:
+            names = fields[:3]
+        else:  # the check failed before the action was read
+            names = ("", "", "")
         assessment = {
             "schema": "ghost.assessment/1",
-            "stamp_ns": stamp_ns,
+            "stamp_ns": times.stamp_ns,
             "decision_id": decision_id,
-            "agent": self._recorded_text(action.agent),
-            "verb": self._recorded_text(action.verb),
-            "resource": self._recorded_text(action.resource),
-            "args_sha256": args_sha256,
+            "agent": recorded(names[0]),
+            "verb": recorded(names[1]),
+            "resource": recorded(names[2]),
+            "args_sha256": hashes.args_sha256,
             "policy_id": policy.policy_id,
             "policy_sha256": policy.policy_sha256,
             "matched_rules": [{"id": r.id, "effect": r.effect.value} for r in outcome.matched],
@@ -257,7 +360,7 @@ class Gate:
                 for f in outcome.findings
             ],
             "narrowings": [
-                {"rule": rule, "kind": kind, "path": self._recorded_text(path)}
+                {"rule": rule, "kind": kind, "path": recorded(path)}
                 for rule, kind, path in outcome.narrowings
             ],
             "errors": errors,
@@ -270,7 +373,7 @@ class Gate:
             assessment_sha256 = self._sink.append(ASSESSMENT_TOPIC, assessment)
             record = {
                 "schema": "ghost.decision/1",
-                "stamp_ns": verdict_stamp_ns,
+                "stamp_ns": times.verdict_stamp_ns,
                 "decision_id": decision_id,
                 "verdict": outcome.verdict.value,
                 "reason": outcome.reason,
@@ -281,21 +384,21 @@ class Gate:
                 "trace_id": trace.trace_id,
                 "span_id": trace.span_id,
                 "trace_origin": trace.origin,
-                "latency_ns": latency_ns,
-                "executed_args_sha256": executed_sha256,
+                "latency_ns": times.latency_ns,
+                "executed_args_sha256": hashes.executed_sha256,
             }
             decision_sha256 = self._sink.append(DECISION_TOPIC, record)
         except Exception as exc:
-            _log.error("ghost.audit_failed", decision_id=decision_id, error=type(exc).__name__)
+            _log.error("ghost.audit_failed", decision_id=decision_id, error=type_name(exc))
             if isinstance(exc, AuditError):
                 raise
             raise AuditError(
-                f"decision {decision_id} could not be recorded ({type(exc).__name__});"
+                f"decision {decision_id} could not be recorded ({type_name(exc)});"
                 " the action must not run"
             ) from exc
         return Decision(
             verdict=outcome.verdict,
-            args=executed,
+            args=outcome.args,
             decision_id=decision_id,
             reason=outcome.reason,
             matched_policy=outcome.matched_policy,
@@ -306,8 +409,20 @@ class Gate:
             traceparent=trace.traceparent,
             tracestate=trace.tracestate,
             trace_origin=trace.origin,
-            latency_ns=latency_ns,
-            stamp_ns=verdict_stamp_ns,
+            latency_ns=times.latency_ns,
+            stamp_ns=times.verdict_stamp_ns,
             assessment_sha256=assessment_sha256,
             decision_sha256=decision_sha256,
         )
+
+
+class _ClockFailure(Exception):
+    """The gate's clock failed at entry (the failure itself is already in ``errors``)."""
+
+
+class _HostFailure(Exception):
+    """Code of the host's (its OpenTelemetry SDK's span processors) raised; the cause says what."""
+
+    def __init__(self, what: str) -> None:
+        self.what = what
+        super().__init__(what)

@@ -61,8 +61,12 @@ class TraceParent:
         return bool(self.trace_flags & 0x01)
 
     def header(self) -> str:
-        """Return the version-00 header text for this trace parent."""
-        return f"00-{self.trace_id}-{self.span_id}-{self.trace_flags:02x}"
+        """Return the version-00 header text for this trace parent.
+
+        Only the ``sampled`` flag is kept: version 00 defines no other bit, and
+        a participant does not forward bits it does not understand.
+        """
+        return f"00-{self.trace_id}-{self.span_id}-{self.trace_flags & 0x01:02x}"
 
 
 def parse_traceparent(text: str) -> TraceParent:
@@ -77,7 +81,7 @@ def parse_traceparent(text: str) -> TraceParent:
             says why but does not repeat the header.
     """
     if not isinstance(text, str):
-        raise TraceContextError(f"traceparent must be a string, not {type(text).__name__}")
+        raise TraceContextError("traceparent must be a string")
     if len(text) > _MAX_HEADER_CHARS:
         raise TraceContextError(f"traceparent is longer than {_MAX_HEADER_CHARS} characters")
     header = text.strip(_HTTP_WHITESPACE)
@@ -111,7 +115,7 @@ def parse_tracestate(text: str) -> list[tuple[str, str]]:
             member, a duplicate key, more than 32 members, or an oversized header.
     """
     if not isinstance(text, str):
-        raise TraceContextError(f"tracestate must be a string, not {type(text).__name__}")
+        raise TraceContextError("tracestate must be a string")
     if len(text) > _TRACESTATE_MAX_CHARS:
         raise TraceContextError(f"tracestate is longer than {_TRACESTATE_MAX_CHARS} characters")
     members: list[tuple[str, str]] = []

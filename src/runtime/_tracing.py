@@ -10,6 +10,15 @@ as soon as the host configures an SDK, so a provider set after the gate was
 built is honoured; with no SDK it returns non-recording spans at little cost.
 When the span is recording its ids are the decision's ids; otherwise ghost
 mints the span id itself.
+
+Only the ``sampled`` bit of the trace flags is propagated: W3C Trace Context
+defines no other bit for version 00, and an unknown bit (a supplied ``ff``)
+is zeroed rather than forwarded. Headers are read as exact ``str`` values
+(``str`` subclasses are converted without running their methods); anything
+else is rejected like a malformed header. `Tracing.begin` may raise when the
+host's OpenTelemetry SDK does (a span processor that raises in ``on_start``):
+the gate then uses `Tracing.fallback`, which touches no OpenTelemetry SDK code
+and cannot raise, and denies.
 """
 
 from __future__ import annotations
@@ -42,6 +51,16 @@ TraceOrigin = Literal["supplied", "otel", "generated", "replaced_invalid"]
 
 SPAN_NAME: Final = "ghost.gate.check"
 _SAMPLED: Final = TraceFlags(TraceFlags.SAMPLED)
+_PROPAGATED_FLAGS: Final = 0x01  # the only flag W3C Trace Context defines for version 00
+
+
+def _header(value: object, name: str) -> str | None:
+    """The header as an exact ``str``; None if absent. Raises TraceContextError if not text."""
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise TraceContextError(f"{name} must be a string")
+    return str.__str__(value)
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,18 +95,13 @@ class Tracing:
 
     def begin(self, traceparent: str | None, tracestate: str | None) -> DecisionTrace:
         """Validate the supplied headers, pick the parent, and start the decision's span."""
-        supplied: TraceParent | None = None
-        rejected: str | None = None
+        supplied, rejected = _parse_parent(traceparent)
         state: list[tuple[str, str]] | None = None
-        if traceparent is not None:
-            try:
-                supplied = parse_traceparent(traceparent)
-            except TraceContextError as exc:
-                rejected = str(exc)
         # W3C: tracestate is only meaningful beside a valid traceparent.
         if supplied is not None and tracestate is not None:
             try:
-                state = parse_tracestate(tracestate)
+                header = _header(tracestate, "tracestate")
+                state = parse_tracestate(header) if header is not None else None
             except TraceContextError:
                 state = None
 
@@ -96,7 +110,7 @@ class Tracing:
                 int(supplied.trace_id, 16),
                 int(supplied.span_id, 16),
                 is_remote=True,
-                trace_flags=TraceFlags(supplied.trace_flags),
+                trace_flags=TraceFlags(supplied.trace_flags & _PROPAGATED_FLAGS),
                 trace_state=TraceState(state or []),
             )
             parent_ctx: SpanContext | None = remote
@@ -118,11 +132,11 @@ class Tracing:
         if span.is_recording() and own.is_valid:
             trace_id = f"{own.trace_id:032x}"
             span_id = f"{own.span_id:016x}"
-            flags = int(own.trace_flags)
+            flags = int(own.trace_flags) & _PROPAGATED_FLAGS
         elif parent_ctx is not None:
             trace_id = f"{parent_ctx.trace_id:032x}"
             span_id = make_span_id()
-            flags = int(parent_ctx.trace_flags)
+            flags = int(parent_ctx.trace_flags) & _PROPAGATED_FLAGS
         else:
             trace_id = make_trace_id()
             span_id = make_span_id()
@@ -137,3 +151,37 @@ class Tracing:
             rejected=rejected,
             span=span,
         )
+
+    @staticmethod
+    def fallback(traceparent: object) -> DecisionTrace:
+        """The trace of a check whose span could not be started: ghost's own ids, no span.
+
+        A valid supplied header still names the trace; nothing of the
+        OpenTelemetry SDK runs, so this cannot raise.
+        """
+        supplied, rejected = _parse_parent(traceparent)
+        if supplied is not None:
+            trace_id, parent, flags = supplied.trace_id, supplied.span_id, supplied.trace_flags
+            origin: TraceOrigin = "supplied"
+        else:
+            trace_id, parent, flags = make_trace_id(), None, int(_SAMPLED)
+            origin = "replaced_invalid" if rejected is not None else "generated"
+        return DecisionTrace(
+            trace_id=trace_id,
+            span_id=make_span_id(),
+            parent_span_id=parent,
+            trace_flags=flags & _PROPAGATED_FLAGS,
+            tracestate=None,
+            origin=origin,
+            rejected=rejected,
+            span=otel_trace.INVALID_SPAN,
+        )
+
+
+def _parse_parent(traceparent: object) -> tuple[TraceParent | None, str | None]:
+    """Parse a supplied traceparent: ``(parsed, None)``, ``(None, why rejected)`` or neither."""
+    try:
+        header = _header(traceparent, "traceparent")
+        return (parse_traceparent(header) if header is not None else None), None
+    except TraceContextError as exc:
+        return None, str(exc)

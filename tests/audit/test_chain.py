@@ -10,7 +10,14 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from audit._chain import Chain, check_appendable, check_record, make_run_record
+from audit import TOPICS
+from audit._chain import (
+    Chain,
+    ChainedRecord,
+    check_appendable,
+    check_record,
+    make_run_record,
+)
 from runtime import AuditError, canonical_bytes, content_address
 from tests.records import STAMP_NS, make_run_start
 
@@ -49,6 +56,56 @@ def test_commit_refuses_a_record_that_does_not_extend_the_head() -> None:
     chain.commit(first)
     with pytest.raises(AuditError, match="does not extend"):
         chain.commit(first)
+
+
+def _forged(linked: ChainedRecord, **changes: Any) -> ChainedRecord:
+    record = {**linked.record, **changes}
+    data = canonical_bytes(record)
+    return ChainedRecord(linked.topic, record, data, hashlib.sha256(data).hexdigest())
+
+
+def test_commit_refuses_the_right_seq_with_a_forged_prev_sha256() -> None:
+    chain = Chain()
+    chain.commit(chain.link("/run", _run_record()))
+    linked = chain.link("/decisions", _note(STAMP_NS))
+    with pytest.raises(AuditError, match="seq 1 does not extend"):
+        chain.commit(_forged(linked, prev_sha256="f" * 64))
+    with pytest.raises(AuditError, match="does not extend"):
+        chain.commit(_forged(linked, prev_sha256=None))
+    assert (chain.next_seq, chain.head_sha256) == (1, linked.record["prev_sha256"])
+    chain.commit(linked)
+    assert chain.head_sha256 == linked.sha256
+
+
+def test_commit_refuses_the_right_prev_sha256_with_a_forged_seq() -> None:
+    chain = Chain()
+    chain.commit(chain.link("/run", _run_record()))
+    linked = chain.link("/decisions", _note(STAMP_NS))
+    for seq in (0, 2, 1 + 2**32):
+        with pytest.raises(AuditError, match=f"seq {seq} does not extend"):
+            chain.commit(_forged(linked, seq=seq))
+    assert chain.next_seq == 1
+    chain.commit(linked)
+    assert chain.next_seq == 2
+
+
+def test_the_first_record_must_have_a_null_prev() -> None:
+    chain = Chain()
+    linked = chain.link("/run", _run_record())
+    with pytest.raises(AuditError, match="does not extend"):
+        chain.commit(_forged(linked, prev_sha256="0" * 64))
+    chain.commit(linked)
+
+
+def test_head_stamp_follows_commits() -> None:
+    chain = Chain()
+    assert chain.head_stamp_ns == 0
+    chain.commit(chain.link("/run", _run_record()))
+    assert chain.head_stamp_ns == STAMP_NS
+    chain.link("/decisions", _note(STAMP_NS + 5))
+    assert chain.head_stamp_ns == STAMP_NS  # linking alone changes nothing
+    chain.commit(chain.link("/decisions", _note(STAMP_NS + 7)))
+    assert chain.head_stamp_ns == STAMP_NS + 7
 
 
 @given(st.lists(st.integers(min_value=0, max_value=2**63 - 1), min_size=1, max_size=30))
@@ -120,10 +177,26 @@ def test_check_record_refuses(topic: str, record: Any, message: str) -> None:
         check_record(topic, record)
 
 
-@pytest.mark.parametrize("topic", ["/run", "/seal"])
+@pytest.mark.parametrize("topic", ["/run", "/seal", "/checkpoints"])
 def test_sink_topics_cannot_be_appended(topic: str) -> None:
+    # A gate that could append a checkpoint could forge a tree head.
+    record = {"schema": TOPICS[topic], "stamp_ns": 1}
     with pytest.raises(AuditError, match="written by the sink itself"):
-        check_appendable(topic, {"schema": "ghost.seal/1", "stamp_ns": 1})
+        check_appendable(topic, record)
+    check_record(topic, record)  # the sink itself may
+
+
+@pytest.mark.parametrize("topic", ["/assessments", "/decisions", "/approvals"])
+def test_gate_topics_can_be_appended(topic: str) -> None:
+    check_appendable(topic, {"schema": TOPICS[topic], "stamp_ns": 1})
+
+
+def test_run_record_declares_its_signing_key() -> None:
+    signing = {"key_id": "e" * 64, "key_name": "ghost/eeee", "public_key": "A" * 43 + "="}
+    record = make_run_record(make_run_start(), "fsync", signing)
+    assert record["signing"] == signing
+    assert record["signing"] is not signing  # a copy: the caller's dict cannot change it
+    assert record["durability"] == "fsync"
 
 
 def test_run_record_fields() -> None:
@@ -139,3 +212,20 @@ def test_run_record_refuses_a_source_hash_that_does_not_match() -> None:
     bad = dataclasses.replace(make_run_start(), policy_source=b"x")
     with pytest.raises(AuditError, match="not the SHA-256 of policy_source"):
         make_run_record(bad, "process")
+
+
+def test_link_checks_the_record_itself() -> None:
+    # Sinks check first too, but the chain must not depend on them.
+    chain = Chain()
+    chain.commit(chain.link("/run", _run_record()))
+    with pytest.raises(AuditError, match="must have schema"):
+        chain.link("/decisions", {"schema": "ghost.approval/1", "stamp_ns": 1})
+    with pytest.raises(AuditError, match="must not carry seq"):
+        chain.link("/decisions", _note(1, seq=1))
+    assert chain.next_seq == 1
+
+
+def test_a_chained_record_is_frozen() -> None:
+    linked = Chain().link("/run", _run_record())
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        linked.sha256 = "0" * 64  # type: ignore[misc]

@@ -51,7 +51,7 @@ def test_round_trip(tmp_path: Path, durability: Durability) -> None:
     with sink:
         sink.open_run(make_run_start())
         addresses = append_decisions(sink, 3)
-        assert sink.record_count == 1 + len(addresses)
+        assert sink.record_count == 2 + len(addresses)
         head = sink.head_sha256
     log = read_run(path)
     assert not log.truncated
@@ -59,18 +59,19 @@ def test_round_trip(tmp_path: Path, durability: Durability) -> None:
     assert log.source_sha256 == sha256_hex(path.read_bytes())
     _assert_chain(log.records)
     topics = [logged.topic for logged in log.records]
-    assert topics[0] == "/run"
-    assert topics[-1] == "/seal"
-    assert [logged.sha256 for logged in log.records[1:-1]] == addresses
+    assert topics[:2] == ["/run", "/checkpoints"]
+    assert topics[-2:] == ["/checkpoints", "/seal"]
+    assert [logged.sha256 for logged in log.records[2:-2]] == addresses
     run = log.records[0].record
     assert run is not None
     assert run["durability"] == durability
     assert run["pid"] == os.getpid()
     assert run["signing"] is None
+    assert head == log.records[-3].sha256  # before close: the last appended record
     seal = log.records[-1].record
     assert seal is not None
     assert seal["record_count"] == len(log.records) - 1
-    assert seal["head_sha256"] == head == log.records[-2].sha256
+    assert seal["head_sha256"] == log.records[-2].sha256  # the final checkpoint
     assert seal["stamp_ns"] >= log.records[-2].log_time_ns
 
 
@@ -85,19 +86,21 @@ def test_the_mcap_library_reads_it_as_foxglove_would(
         reader = make_reader(stream, validate_crcs=True)
         summary = reader.get_summary()
         assert summary is not None
-        assert {s.name: s.encoding for s in summary.schemas.values()} == {
-            "ghost.run/1": "jsonschema",
-            "ghost.assessment/1": "jsonschema",
-            "ghost.decision/1": "jsonschema",
-            "ghost.approval/1": "jsonschema",
-            "ghost.seal/1": "jsonschema",
+        assert {s.id: (s.name, s.encoding) for s in summary.schemas.values()} == {
+            1: ("ghost.run/1", "jsonschema"),
+            2: ("ghost.assessment/1", "jsonschema"),
+            3: ("ghost.decision/1", "jsonschema"),
+            4: ("ghost.approval/1", "jsonschema"),
+            5: ("ghost.seal/1", "jsonschema"),
+            6: ("ghost.checkpoint/1", "jsonschema"),
         }
         for schema in summary.schemas.values():
             assert json.loads(schema.data)["title"] == schema.name
         channels = {c.topic: c for c in summary.channels.values()}
-        assert [c.topic for c in summary.channels.values()] == [
-            "/run", "/assessments", "/decisions", "/approvals", "/seal"
-        ]  # fmt: skip
+        assert {c.id: c.topic for c in summary.channels.values()} == {
+            1: "/run", 2: "/assessments", 3: "/decisions", 4: "/approvals", 5: "/seal",
+            6: "/checkpoints",
+        }  # fmt: skip
         assert {c.message_encoding for c in channels.values()} == {"json"}
         for topic, channel in channels.items():
             schema = summary.schemas[channel.schema_id]
@@ -107,7 +110,10 @@ def test_the_mcap_library_reads_it_as_foxglove_would(
         if durability == "chunk":
             assert {i.compression for i in summary.chunk_indexes} == {"zstd"}
         else:
-            assert summary.chunk_indexes == []
+            # One uncompressed chunk per record, each indexed.
+            assert {i.compression for i in summary.chunk_indexes} == {""}
+            assert len(summary.chunk_indexes) == len(ours)
+        assert all(i.message_index_offsets for i in summary.chunk_indexes)
         messages = list(reader.iter_messages(log_time_order=False))
     assert len(messages) == len(ours)
     for (_, channel, message), logged in zip(messages, ours, strict=True):
@@ -155,14 +161,14 @@ def test_every_record_is_in_the_file_when_append_returns(
         sink.open_run(make_run_start())
         log = read_run(path)
         assert log.truncated
-        assert [r.topic for r in log.records] == ["/run"]
+        assert [r.topic for r in log.records] == ["/run", "/checkpoints"]
         assert log.attachments[0].data == POLICY_SOURCE
         addresses = append_decisions(sink, 2)
         # Without close: no footer, but every record is already readable.
         log = read_run(path)
         assert log.truncated
         assert log.problems == ()
-        assert [r.sha256 for r in log.records[1:]] == addresses
+        assert [r.sha256 for r in log.records[2:]] == addresses
         _assert_chain(log.records)
     finally:
         sink.close()
@@ -195,8 +201,8 @@ def test_chunk_mode_flushes_the_run_at_once_and_the_rest_by_chunk(tmp_path: Path
         log = read_run(path)
         # Only the open chunk is missing: the run record was flushed on its own.
         assert log.truncated
-        assert [r.topic for r in log.records] == ["/run"]
-    assert len(read_run(path).records) == 1 + 5 + 1
+        assert [r.topic for r in log.records] == ["/run", "/checkpoints"]
+    assert len(read_run(path).records) == 2 + 5 + 2
 
 
 def test_chunk_mode_with_small_chunks_loses_nothing_finished(tmp_path: Path) -> None:
@@ -207,7 +213,7 @@ def test_chunk_mode_with_small_chunks_loses_nothing_finished(tmp_path: Path) -> 
         log = read_run(path)
         assert log.truncated
         assert log.problems == ()
-        assert [r.sha256 for r in log.records[1:]] == addresses
+        assert [r.sha256 for r in log.records[2:]] == addresses
     log = read_run(path)
     assert not log.truncated
     _assert_chain(log.records)
@@ -217,7 +223,8 @@ def test_concurrent_appends_write_one_gapless_chain(tmp_path: Path) -> None:
     path = tmp_path / "run.mcap"
     threads_count, per_thread = 8, 15
     barrier = threading.Barrier(threads_count)
-    with McapAuditSink(path) as sink:
+    # No time-based checkpoints: their number must not depend on the machine's speed.
+    with McapAuditSink(path, checkpoint_every_ns=2**62) as sink:
         sink.open_run(make_run_start())
 
         def work() -> None:
@@ -230,7 +237,9 @@ def test_concurrent_appends_write_one_gapless_chain(tmp_path: Path) -> None:
         for thread in threads:
             thread.join()
     log = read_run(path)
-    assert len(log.records) == 1 + threads_count * (2 * per_thread + 1) + 1
+    appended = threads_count * (2 * per_thread + 1)
+    checkpoints = 1 + appended // 100 + 1
+    assert len(log.records) == 1 + appended + checkpoints + 1
     _assert_chain(log.records)
 
 
@@ -239,9 +248,9 @@ def test_sequence_is_seq_modulo_2_to_the_32(tmp_path: Path) -> None:
     with McapAuditSink(path) as sink:
         sink.open_run(make_run_start())
         # Skip ahead: four billion records would take too long to write.
-        sink._chain._next_seq = 2**32 + 5
+        sink._recorder._chain._next_seq = 2**32 + 5
         sink.append("/decisions", decision("d", None))
-    record = read_run(path).records[1]
+    record = read_run(path).records[2]
     assert record.record is not None
     assert record.record["seq"] == 2**32 + 5
     assert record.sequence == 5
@@ -258,7 +267,7 @@ def test_context_manager_seals_even_when_the_block_raises(tmp_path: Path) -> Non
     with pytest.raises(RuntimeError):
         crash_inside()
     log = read_run(path)
-    assert [r.topic for r in log.records] == ["/run", "/seal"]
+    assert [r.topic for r in log.records] == ["/run", "/checkpoints", "/checkpoints", "/seal"]
     assert not log.truncated
 
 
@@ -318,15 +327,23 @@ def test_a_bad_record_is_refused_and_the_sink_goes_on(
         sink.append("/decisions", decision("d", None))
     log = read_run(path)
     _assert_chain(log.records)
-    assert len(log.records) == 3
+    assert [r.topic for r in log.records] == [
+        "/run", "/checkpoints", "/decisions", "/checkpoints", "/seal"
+    ]  # fmt: skip
+
+
+def test_missing_parent_directories_are_created(tmp_path: Path) -> None:
+    path = tmp_path / "no" / "such" / "dir" / "run.mcap"
+    write_run(path)
+    assert not read_run(path).truncated
 
 
 def test_unwritable_path_fails_at_construction(tmp_path: Path) -> None:
-    missing = tmp_path / "no" / "such" / "dir" / "run.mcap"
-    with pytest.raises(AuditError, match=r"cannot create audit log .*run\.mcap: No such file"):
-        McapAuditSink(missing)
+    (tmp_path / "file").write_bytes(b"")
+    with pytest.raises(AuditError, match=r"cannot create the directory .*file.* for audit log"):
+        McapAuditSink(tmp_path / "file" / "run.mcap")
     with pytest.raises(AuditError, match="Is a directory"):
-        McapAuditSink(tmp_path)
+        McapAuditSink(tmp_path, overwrite=True)
 
 
 @pytest.mark.parametrize(
@@ -354,30 +371,91 @@ def test_a_failed_write_stops_the_sink_and_leaves_a_readable_prefix(
     with pytest.raises(AuditError, match="No space left on device") as raised:
         sink.append("/decisions", decision("d", None))
     assert isinstance(raised.value.__cause__, OSError)
-    with pytest.raises(AuditError, match="earlier write failed"):
+    with pytest.raises(AuditError, match=r"earlier write failed.*before seq 3"):
         sink.append("/decisions", decision("d", None))
+    with pytest.raises(AuditError, match="earlier write failed"):
+        sink.open_run(make_run_start())
     sink.close()  # no seal after a failure, and no exception either
     log = read_run(path)
     assert log.truncated
-    assert [r.sha256 for r in log.records][1:] == [first]
+    assert [r.sha256 for r in log.records][2:] == [first]
+
+
+@pytest.mark.parametrize("durability", DURABILITIES)
+def test_a_failed_flush_stops_the_sink(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, durability: Durability
+) -> None:
+    path = tmp_path / "run.mcap"
+    sink = McapAuditSink(path, durability=durability, chunk_size=1)
+    sink.open_run(make_run_start())
+
+    def full_disk() -> None:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(sink._file, "flush", full_disk)
+    monkeypatch.setattr(sink._writer, "flush", full_disk)
+    with pytest.raises(AuditError, match="cannot write a record on /decisions"):
+        sink.append("/decisions", decision("d", None))
+    with pytest.raises(AuditError, match="earlier write failed"):
+        sink.append("/decisions", decision("d", None))
+    sink.close()
+
+
+def test_a_failed_run_flush_stops_the_sink(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    sink = McapAuditSink(tmp_path / "run.mcap", durability="fsync")
+
+    def broken_disk(fd: int) -> None:
+        raise OSError(5, "Input/output error")
+
+    monkeypatch.setattr("audit._mcap_sink.os.fsync", broken_disk)
+    with pytest.raises(AuditError, match=r"cannot write the /run record .*Input/output"):
+        sink.open_run(make_run_start())
+    with pytest.raises(AuditError, match="earlier write failed"):
+        sink.append("/decisions", decision("d", None))
+    sink.close()
 
 
 def test_logs_open_and_seal_without_record_contents(tmp_path: Path) -> None:
     with capture_logs() as events:
         write_run(tmp_path / "run.mcap")
     names = [event["event"] for event in events]
-    assert names == ["ghost.run_opened", "ghost.run_sealed"]
-    assert events[1]["record_count"] == 6  # the records before the seal
+    assert names == ["ghost.run_opened", "ghost.checkpoint", "ghost.checkpoint", "ghost.run_sealed"]
+    assert events[-1]["record_count"] == 8  # the records before the seal
     text = repr(events)
     assert "researcher" not in text
     assert "read-public" not in text
 
 
-def test_an_existing_file_is_replaced(tmp_path: Path) -> None:
+def test_an_existing_log_is_never_replaced(tmp_path: Path) -> None:
     path = tmp_path / "run.mcap"
-    path.write_bytes(b"old contents")
-    write_run(path)
-    assert len(read_run(path).records) == 7
+    write_run(path, decisions=20)
+    before = path.read_bytes()
+    with pytest.raises(AuditError, match=r"refusing to replace .*run\.mcap.*overwrite=True"):
+        McapAuditSink(path)
+    assert path.read_bytes() == before
+
+
+def test_an_existing_directory_or_symlink_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(AuditError, match="already exists"):
+        McapAuditSink(tmp_path)
+    link = tmp_path / "link.mcap"
+    link.symlink_to(tmp_path / "target.mcap")
+    with pytest.raises(AuditError, match="already exists"):
+        McapAuditSink(link)
+    # O_EXCL does not follow the link: nothing was created where it points.
+    assert not (tmp_path / "target.mcap").exists()
+
+
+def test_overwrite_replaces_an_existing_file(tmp_path: Path) -> None:
+    path = tmp_path / "run.mcap"
+    path.write_bytes(b"old contents, longer than nothing at all" * 1000)
+    with McapAuditSink(path, overwrite=True) as sink:
+        sink.open_run(make_run_start())
+        append_decisions(sink, 1)
+    log = read_run(path)
+    assert not log.truncated
+    assert log.problems == ()
+    assert len(log.records) == 2 + 3 + 2
 
 
 def test_permission_denied_fails_at_construction_even_as_root(
@@ -386,7 +464,7 @@ def test_permission_denied_fails_at_construction_even_as_root(
     def denied(*args: object, **kwargs: object) -> None:
         raise PermissionError(13, "Permission denied")
 
-    monkeypatch.setattr("audit._mcap_sink.open", denied, raising=False)
+    monkeypatch.setattr("audit._mcap_sink.os.open", denied)
     with pytest.raises(AuditError, match=r"cannot create audit log .*: Permission denied"):
         McapAuditSink(tmp_path / "run.mcap")
 
@@ -408,4 +486,5 @@ def test_a_failing_close_raises_once_and_closes_the_file(
     assert sink._file.closed
     log = read_run(path)
     assert log.truncated
-    assert [r.topic for r in log.records] == ["/run", "/seal"]
+    # Each record reached the file as it was written; only the summary and footer are missing.
+    assert [r.topic for r in log.records] == ["/run", "/checkpoints", "/checkpoints", "/seal"]

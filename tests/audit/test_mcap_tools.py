@@ -32,7 +32,9 @@ def test_identity_rewrite_keeps_every_record(original: Path, tmp_path: Path, chu
     assert [(r.topic, r.data, r.log_time_ns, r.sequence) for r in after.records] == [
         (r.topic, r.data, r.log_time_ns, r.sequence) for r in before.records
     ]
-    assert after.attachments == before.attachments
+    assert [(a.name, a.media_type, a.log_time_ns, a.data) for a in after.attachments] == [
+        (a.name, a.media_type, a.log_time_ns, a.data) for a in before.attachments
+    ]
     with original.open("rb") as a, copy.open("rb") as b:
         sa, sb = make_reader(a).get_summary(), make_reader(b).get_summary()
     assert sa is not None

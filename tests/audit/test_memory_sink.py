@@ -31,16 +31,21 @@ def test_chain_and_seal() -> None:
         run = make_run_start()
         sink.open_run(run)
         addresses = append_decisions(sink, 3)
+        assert sink.record_count == 2 + len(addresses)
     assert sink.run is run
     entries = sink.entries
     _assert_chain(entries)
-    assert [entry.sha256 for entry in entries[1:-1]] == addresses
-    seal = entries[-1]
+    assert [entry.topic for entry in entries[:2]] == ["/run", "/checkpoints"]
+    assert [entry.sha256 for entry in entries[2:-2]] == addresses
+    final, seal = entries[-2:]
+    assert final.topic == "/checkpoints"
+    assert final.record["tree_size"] == final.record["seq"] == len(entries) - 2
     assert seal.topic == "/seal"
     assert seal.record["record_count"] == len(entries) - 1 == seal.record["seq"]
-    assert seal.record["head_sha256"] == entries[-2].sha256
+    assert seal.record["head_sha256"] == final.sha256
     assert len(sink.records("/decisions")) == 3
     assert sink.records("/run")[0]["policy_source_sha256"] == run.policy_source_sha256
+    assert sink.record_count == len(entries)
 
 
 def test_close_is_idempotent_and_refuses_later_records() -> None:
@@ -49,7 +54,9 @@ def test_close_is_idempotent_and_refuses_later_records() -> None:
     sink.close()
     sink.close()
     assert sink.closed
-    assert [entry.topic for entry in sink.entries] == ["/run", "/seal"]
+    assert [entry.topic for entry in sink.entries] == [
+        "/run", "/checkpoints", "/checkpoints", "/seal"
+    ]  # fmt: skip
     with pytest.raises(AuditError, match="closed"):
         sink.append("/decisions", decision("x", None))
     with pytest.raises(AuditError, match="closed"):
@@ -79,7 +86,8 @@ def test_validation_refuses_a_record_off_its_schema_and_keeps_the_chain() -> Non
     bad = decision("01a22865-5348-7e1b-9d2f-351c74086c5e", None, verdict="maybe")
     with pytest.raises(AuditError, match=r"\$\.verdict: must be one of"):
         sink.append("/decisions", bad)
-    assert len(sink.entries) == 1
+    assert len(sink.entries) == 2  # /run and its checkpoint
+    assert sink.record_count == 2
     # Without validation the same record is kept: shallow checks only.
     loose = MemoryAuditSink(validate=False)
     loose.open_run(make_run_start())
@@ -99,7 +107,8 @@ def test_entries_do_not_follow_later_changes_to_the_callers_record() -> None:
 
 
 def test_concurrent_appends_form_one_gapless_chain() -> None:
-    sink = MemoryAuditSink()
+    # No time-based checkpoints: how many there are must not depend on the machine's speed.
+    sink = MemoryAuditSink(checkpoint_every_ns=2**62)
     sink.open_run(make_run_start())
     barrier = threading.Barrier(8)
 
@@ -113,5 +122,32 @@ def test_concurrent_appends_form_one_gapless_chain() -> None:
     for thread in threads:
         thread.join()
     sink.close()
-    assert len(sink.entries) == 1 + 8 * 21 + 1
+    appended = 8 * 21
+    checkpoints = 1 + appended // 100 + 1
+    assert len(sink.entries) == 1 + appended + checkpoints + 1
+    assert len(sink.records("/checkpoints")) == checkpoints
     _assert_chain(sink.entries)
+
+
+def test_validation_covers_the_sinks_own_records(monkeypatch: pytest.MonkeyPatch) -> None:
+    # A sink bug that broke its own /checkpoints record must not pass silently.
+    import audit._recorder as recorder
+
+    real = recorder.make_checkpoint_record
+
+    def broken(**fields: Any) -> dict[str, Any]:
+        return {**real(**fields), "tree_size": 0}
+
+    monkeypatch.setattr(recorder, "make_checkpoint_record", broken)
+    sink = MemoryAuditSink()
+    with pytest.raises(AuditError, match=r"/checkpoints does not match .*\$\.tree_size"):
+        sink.open_run(make_run_start())
+
+
+def test_bad_arguments() -> None:
+    with pytest.raises(ValueError, match="durability must be"):
+        MemoryAuditSink(durability="never")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="checkpoint_every_records"):
+        MemoryAuditSink(checkpoint_every_records=0)
+    with pytest.raises(TypeError, match="Ed25519PrivateKey"):
+        MemoryAuditSink(signing_key="not a key")  # type: ignore[arg-type]

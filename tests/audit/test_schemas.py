@@ -7,6 +7,7 @@ from collections.abc import Mapping
 from typing import Any
 
 import pytest
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from audit import SCHEMAS, TOPICS, MemoryAuditSink, schema_problems
 from audit._schemas import schema_data
@@ -34,6 +35,7 @@ EXPECTED_FIELDS = {
         "executed_args_sha256", "policy_sha256",
     },
     "ghost.seal/1": {"record_count", "head_sha256"},
+    "ghost.checkpoint/1": {"tree_size", "root_hash", "head_sha256", "note"},
 }  # fmt: skip
 COMMON = {"schema", "seq", "prev_sha256", "stamp_ns"}
 
@@ -62,7 +64,17 @@ def test_topics_and_schemas_correspond_one_to_one() -> None:
         "/decisions": "ghost.decision/1",
         "/approvals": "ghost.approval/1",
         "/seal": "ghost.seal/1",
+        "/checkpoints": "ghost.checkpoint/1",
     }
+    # Channel ids follow this order: the first five kept theirs when /checkpoints came.
+    assert list(TOPICS) == [
+        "/run",
+        "/assessments",
+        "/decisions",
+        "/approvals",
+        "/seal",
+        "/checkpoints",
+    ]
     assert set(TOPICS.values()) == set(SCHEMAS)
 
 
@@ -104,8 +116,10 @@ def test_schemas_are_read_only() -> None:
         SCHEMAS["ghost.seal/1"]["title"] = "x"  # type: ignore[index]
 
 
-def test_every_record_of_a_run_validates() -> None:
-    with MemoryAuditSink(validate=False) as sink:
+@pytest.mark.parametrize("signed", [False, True])
+def test_every_record_of_a_run_validates(signed: bool) -> None:
+    key = Ed25519PrivateKey.generate() if signed else None
+    with MemoryAuditSink(validate=False, signing_key=key, checkpoint_every_records=2) as sink:
         sink.open_run(make_run_start())
         append_decisions(sink, 3)
     assert {entry.topic for entry in sink.entries} == set(TOPICS)
@@ -153,10 +167,91 @@ def test_run_signing_is_null_or_a_key() -> None:
         sink.open_run(make_run_start())
     run = dict(sink.records("/run")[0])
     assert run["signing"] is None
-    run["signing"] = {"key_id": "e" * 64, "public_key": "MCowBQYDK2VwAyEA"}
+    key = {"key_id": "e" * 64, "key_name": "ghost/eeeeeeeeeeeeeeee", "public_key": "A" * 43 + "="}
+    run["signing"] = key
     assert schema_problems(run) == ()
-    run["signing"] = "yes"
-    assert schema_problems(run) == ("$.signing: a string matches none of the allowed forms",)
+    for bad in (
+        "yes",
+        {**key, "public_key": "MCowBQYDK2VwAyEA"},  # DER, not the raw 32 bytes
+        {**key, "public_key": "A" * 44},
+        {**key, "key_name": "ghost key"},
+        {**key, "key_name": "ghost+key"},
+        {**key, "key_name": ""},
+        {**key, "key_id": "E" * 64},
+        {k: v for k, v in key.items() if k != "key_name"},
+        {**key, "algorithm": "ed25519"},
+    ):
+        run["signing"] = bad
+        problems = schema_problems(run)
+        assert problems == ("$.signing: " + _describe(bad) + " matches none of the allowed forms",)
+
+
+def _describe(value: object) -> str:
+    return "a string" if isinstance(value, str) else "an object"
+
+
+def _checkpoint() -> dict[str, Any]:
+    with MemoryAuditSink(signing_key=Ed25519PrivateKey.generate()) as sink:
+        sink.open_run(make_run_start())
+    return dict(sink.records("/checkpoints")[0])
+
+
+def test_checkpoint_records_are_checked_field_by_field() -> None:
+    record = _checkpoint()
+    assert schema_problems(record) == ()
+    note: str = record["note"]
+    cases = [
+        ({"tree_size": 0}, "$.tree_size: must be at least 1"),
+        ({"tree_size": 2**63}, "$.tree_size: must be at most"),
+        ({"root_hash": record["root_hash"].upper()}, "$.root_hash: does not match"),
+        ({"head_sha256": None}, "$.head_sha256: expected string"),
+        ({"note": note.replace("\u2014", "-")}, "$.note: does not match"),
+        ({"note": note.replace("ghost.run/", "other.run/")}, "$.note: does not match"),
+        ({"note": note.split("\n\n")[0]}, "$.note: does not match"),  # no final newline
+        ({"note": note + "\n"}, "$.note: does not match"),
+        ({"note": 7}, "$.note: expected string"),
+    ]
+    for change, expected in cases:
+        problems = schema_problems({**record, **change})
+        assert any(p.startswith(expected) for p in problems), (change, problems)
+    unsigned = note.split("\n\n")[0] + "\n"
+    assert schema_problems({**record, "note": unsigned}) == ()
+
+
+def test_a_trailing_newline_does_not_pass_an_anchored_pattern() -> None:
+    # ECMA-262 '$' is the end of the text; Python's would also match before a final newline.
+    record = _full_assessment()
+    record["args_sha256"] = "b" * 64 + "\n"
+    assert schema_problems(record) == ("$.args_sha256: does not match the pattern ^[0-9a-f]{64}$",)
+    record = _checkpoint()
+    record["head_sha256"] = record["head_sha256"] + "\n"
+    assert schema_problems(record)[0].startswith("$.head_sha256: does not match")
+
+
+def _leaf_schemas(schema: Any, path: str = "$") -> list[tuple[str, Mapping[str, Any]]]:
+    """(path, schema) of every field that holds a value rather than more fields."""
+    found: list[tuple[str, Mapping[str, Any]]] = []
+    if "properties" in schema:
+        for key, sub in schema["properties"].items():
+            found += _leaf_schemas(sub, f"{path}.{key}")
+    elif schema.get("type") == "array":
+        found += _leaf_schemas(schema["items"], f"{path}[]")
+    elif "anyOf" in schema:
+        for index, sub in enumerate(schema["anyOf"]):
+            found += _leaf_schemas(sub, f"{path}|{index}")
+    else:
+        found.append((path, schema))
+    return found
+
+
+@pytest.mark.parametrize("name", sorted(SCHEMAS))
+def test_every_field_is_constrained_and_every_integer_is_int64(name: str) -> None:
+    for path, schema in _leaf_schemas(SCHEMAS[name]):
+        assert {"type", "const", "enum"} & set(schema), f"{path} accepts anything"
+        types = schema.get("type", ())
+        if "integer" in ((types,) if isinstance(types, str) else types):
+            assert schema["minimum"] >= 0, path
+            assert schema["maximum"] == 2**63 - 1, path
 
 
 def test_schema_problems_never_echoes_values() -> None:

@@ -153,6 +153,24 @@ def test_precedence(
     assert (decision.verdict.value, decision.matched_policy) == (verdict, matched)
 
 
+def test_narrowings_that_cancel_out_are_not_a_narrowing() -> None:
+    force = {"id": "force", "effect": "narrow", "narrow": {"set": {"mode": "safe"}}}
+    undo = {"id": "undo", "effect": "narrow", "narrow": {"set": {"mode": "open"}}}
+    gate, sink = make_gate(force, undo)
+    decision = gate.check(Action("a", "v", "r", {"mode": "open"}))
+    assert decision.verdict is RuntimeVerdict.ALLOW
+    assert decision.args == {"mode": "open"}
+    assert decision.matched_policy == "force"
+    (assessment,) = records(sink, "/assessments")
+    # The assessment still says what each rule did.
+    assert [n["rule"] for n in assessment["narrowings"]] == ["force", "undo"]
+    (record,) = records(sink, "/decisions")
+    assert record["executed_args_sha256"] == assessment["args_sha256"]
+    changed = gate.check(Action("a", "v", "r", {"mode": "other"}))
+    assert (changed.verdict, changed.matched_policy) == (RuntimeVerdict.NARROW, "force")
+    assert changed.args == {"mode": "open"}
+
+
 def test_narrow_that_was_also_scrubbed_keeps_both_in_the_assessment() -> None:
     gate, sink = make_gate(ALLOW, CLAMP)
     decision = gate.check(Action("a", "v", "r", {"n": 5, "m": EMAIL}))
@@ -236,12 +254,13 @@ def cyclic() -> Any:
 @pytest.mark.parametrize(
     ("args", "why"),
     [
-        (Exploding(), "RuntimeError"),
-        (cyclic(), "ScrubLimitExceeded"),
-        ({"deep": deep(20_000)}, "ScrubLimitExceeded"),
-        ({"text": "x" * (3 << 20)}, "ScrubLimitExceeded"),
+        (Exploding(), "InvalidAction"),
+        ({"nested": Exploding()}, "UnsupportedValue"),
+        (cyclic(), "SnapshotLimitExceeded"),
+        ({"deep": deep(20_000)}, "SnapshotLimitExceeded"),
+        ({"text": "x" * (3 << 20)}, "SnapshotLimitExceeded"),
         (["not", "a", "mapping"], "InvalidAction"),
-        ({"s": "\ud800"}, "CanonicalEncodingError"),
+        ({"s": "\ud800"}, "UnsupportedValue"),
     ],
 )
 def test_any_doubt_becomes_a_recorded_deny(
@@ -258,11 +277,12 @@ def test_any_doubt_becomes_a_recorded_deny(
     assert len(records(sink, "/decisions")) == 1
 
 
-def test_opaque_objects_pass_through_without_being_stringified(gate: Gate) -> None:
-    opaque = BadStr()
-    decision = gate.check(Action("a", "search", "tool:search", {"obj": opaque}))
-    assert decision.verdict is RuntimeVerdict.ALLOW
-    assert decision.args["obj"] is opaque
+def test_opaque_objects_deny_without_being_stringified(gate: Gate) -> None:
+    # Not plain data (SPEC §3): denied by type, and never turned into text.
+    decision = gate.check(Action("a", "search", "tool:search", {"obj": BadStr()}))
+    assert decision.verdict is RuntimeVerdict.DENY
+    assert decision.reason.startswith("denied: argument $.obj is a BadStr, which is not plain data")
+    assert decision.args == {}
 
 
 def test_condition_on_the_wrong_type_denies_instead_of_skipping_approval(gate: Gate) -> None:

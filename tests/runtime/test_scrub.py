@@ -1,36 +1,44 @@
-"""The scrubber: every detector, redaction, the walk, bounds, exemptions, fingerprints."""
+"""The scrubber's walk and API: plain data, numbers, keys and paths, bounds, exemptions."""
 
 from __future__ import annotations
 
 import copy
 import hashlib
 import hmac
-import time
+import math
+import threading
+from collections import OrderedDict, UserString, deque
 from collections.abc import Iterator
+from enum import Enum
+from types import MappingProxyType
 from typing import Any
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
-from runtime import Finding, GhostError, Scrubber, ScrubLimitExceeded
-from runtime._detectors import DETECTOR_NAMES, DETECTORS
+from runtime import (
+    EvaluationError,
+    Finding,
+    GhostError,
+    Scrubber,
+    ScrubLimitExceeded,
+    ScrubResult,
+    UnsupportedValue,
+)
+from runtime._detectors import DETECTORS
+from runtime._redaction import FINDING_COST, MAX_ROUNDS, REACH_AFTER, REACH_BEFORE, VERIFY_COST
+from runtime._scanner import ATTEMPT_COST, HIT_COST
+from runtime._walk import CONTAINER_COST, KEY_COST, VALUE_COST
 from tests.strategies import scrubber_secrets
 
 KEY = b"test-fingerprint-key"
 AWS = "AKIAIOSFODNN7EXAMPLE"
 EMAIL = "alice@example.com"
 CARD = "4111 1111 1111 1111"
-IBAN = "GB82 WEST 1234 5698 7654 32"
-JWT = (
-    "eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9"
-    ".eyJzdWIiOiIxMjM0NTY3ODkwIiwibmFtZSI6IkpvaG4gRG9lIn0"
-    ".SflKxwRJSMeKKF2QT4fwpMeJf36POk6yJV_adQssw5c"
-)
 PEM = (
     "-----BEGIN RSA PRIVATE KEY-----\n"
     "MIIEowIBAAKCAQEAu1SU1LfVLPHCozMxH2Mo4lgOEePzNm0tRgeLezV6ffAt0gun\n"
-    "VTLw7onLRnrq0/IzW7yWR7QkrmBL7jTKEn5u+qKhbwKfBstIs+bMY2Zkp18gnTxK\n"
     "-----END RSA PRIVATE KEY-----"
 )
 
@@ -44,208 +52,11 @@ def fingerprint(secret: str, key: bytes = KEY) -> str:
     return hmac.new(key, secret.encode(), hashlib.sha256).hexdigest()
 
 
-# --- the catalogue -------------------------------------------------------------------
-
-POSITIVES = [
-    ("aws_access_key_id", f"key={AWS};", AWS),
-    ("aws_access_key_id", "ASIAY34FZKBOKMUTVV7A", "ASIAY34FZKBOKMUTVV7A"),
-    ("github_token", "ghp_" + "a1B2c3D4e5" * 3 + "F6g7H8", "ghp_" + "a1B2c3D4e5" * 3 + "F6g7H8"),
-    (
-        "github_token",
-        "github_pat_11ABCDEFG0abcdefghijkl_mnop",
-        "github_pat_11ABCDEFG0abcdefghijkl_mnop",
-    ),
-    (
-        "slack_token",
-        "xoxb-123456789012-1234567890123-AbCdEfGh",
-        "xoxb-123456789012-1234567890123-AbCdEfGh",
-    ),
-    (
-        "openai_api_key",
-        "OPENAI_API_KEY=sk-proj-abc123DEF456ghi789JKL0",
-        "sk-proj-abc123DEF456ghi789JKL0",
-    ),
-    ("openai_api_key", "sk-" + "T3BlbkFJ" * 5 + "x9", "sk-" + "T3BlbkFJ" * 5 + "x9"),
-    (
-        "google_api_key",
-        "AIzaSyA1234567890abcdefghijklmnopqrstuv",
-        "AIzaSyA1234567890abcdefghijklmnopqrstuv",
-    ),
-    ("stripe_key", "sk_test_4eC39HqLyjWDarjtT1zdp7dc", "sk_test_4eC39HqLyjWDarjtT1zdp7dc"),
-    ("stripe_key", "rk_live_51Habcdefghij0123", "rk_live_51Habcdefghij0123"),
-    ("private_key", f"key:\n{PEM}\nthanks", PEM),
-    ("jwt", f"token={JWT}&x=1", JWT),
-    ("bearer_token", "Authorization: Bearer abcDEF123456ghi789", "abcDEF123456ghi789"),
-    ("bearer_token", "authorization: bearer 8f14e45fceea167a5a36", "8f14e45fceea167a5a36"),
-    ("url_credentials", "postgres://admin:s3cr3t@db.example.com:5432/app", "admin:s3cr3t"),
-    ("url_credentials", "redis://:hunter2@cache:6379/0", ":hunter2"),
-    ("url_credentials", "https://bob:p@ss@example.com/x", "bob:p@ss"),
-    ("email", f"mail {EMAIL} now", EMAIL),
-    ("email", "first.last+tag@mail.example.co.uk", "first.last+tag@mail.example.co.uk"),
-    ("credit_card", f"card {CARD} exp", CARD),
-    ("credit_card", "4111111111111111", "4111111111111111"),
-    ("credit_card", "5555-5555-5555-4444", "5555-5555-5555-4444"),
-    ("credit_card", "amex 3782 822463 10005", "3782 822463 10005"),
-    ("credit_card", f"{CARD} 12/27", CARD),  # a trailing group the pattern took is trimmed
-    ("iban", f"iban {IBAN} ok", IBAN),
-    ("iban", "DE89370400440532013000", "DE89370400440532013000"),
-    ("iban", "NO93 8601 1117 947", "NO93 8601 1117 947"),
-    (
-        "iban",
-        "BE68 5390 0754 7034 ABCD",
-        "BE68 5390 0754 7034",
-    ),  # trailing text in a group of four is trimmed
-    ("phone_number", "call +1 (415) 555-2671 today", "+1 (415) 555-2671"),
-    ("phone_number", "+44 20 7946 0958", "+44 20 7946 0958"),
-    ("phone_number", "+14155552671", "+14155552671"),
-    ("phone_number", "+44 (0)20 7946 0958", "+44 (0)20 7946 0958"),
-    ("phone_number", "office (415) 555-2671", "(415) 555-2671"),
-    ("phone_number", "office 415-555-2671.", "415-555-2671"),
-    ("phone_number", "1-800-555-0199", "1-800-555-0199"),
-    ("us_ssn", "ssn 219-09-9999", "219-09-9999"),
-    ("us_ssn", "SSN:123-45-6789", "123-45-6789"),
-]
+def paths(result: ScrubResult) -> list[tuple[str, str]]:
+    return [(f.detector, f.path) for f in result.findings]
 
 
-@pytest.mark.parametrize(("detector", "text", "secret"), POSITIVES)
-def test_each_detector_finds_and_redacts_its_secret(
-    scrubber: Scrubber, detector: str, text: str, secret: str
-) -> None:
-    redacted, findings = scrubber.scrub_text(text)
-    assert [f.detector for f in findings] == [detector]
-    assert redacted == text.replace(secret, f"[REDACTED:{detector}]", 1)
-    assert findings[0] == Finding(detector, "$", fingerprint(secret))
-
-
-def test_every_detector_has_a_positive_case() -> None:
-    assert {detector for detector, _, _ in POSITIVES} == DETECTOR_NAMES
-
-
-NEAR_MISSES = [
-    "AKIAIOSFODNN7EXAMPL",  # one character short
-    "xAKIAIOSFODNN7EXAMPLEx",  # glued into a longer word
-    "ghp_tooshort123",
-    "sk-this-is-just-a-slug-of-words",  # no digit: not key material
-    "task-management-for-everyone-2024",
-    "AIzaTooShort",
-    "pk_live_51Habcdefghij0123",  # a publishable key is public by design
-    "-----BEGIN PUBLIC KEY-----\nMIIBIjANBgkqhkiG9w0BAQEFAAOCAQ8A\n-----END PUBLIC KEY-----",
-    "eyJhbGciOiJIUzI1NiJ9",  # a header alone is not a token
-    "the bearer bonds were never cashed",
-    "Bearer Authentication is described in RFC 6750",
-    "https://example.com:8080/path?q=1",
-    "https://example.com/a:b@c",  # no credentials before the host
-    "git@localhost:repo.git",  # no TLD after the domain: conservative
-    "user@localhost",
-    "4111 1111 1111 1112",  # Luhn-invalid
-    "4111111111111112",
-    "1700000000000",  # a millisecond timestamp: Luhn-valid, but no card starts with 1
-    "order 1234567890123456789012",  # too long for a card
-    "GB83 WEST 1234 5698 7654 32",  # bad IBAN checksum
-    "GB82WEST12345698765433",
-    "000-12-3456",  # SSN area 000
-    "666-12-3456",  # SSN area 666
-    "912-12-3456",  # SSN area 9xx
-    "123-00-4567",  # SSN group 00
-    "123-45-0000",  # SSN serial 0000
-    "2024-01-15T10:30:00+05:30",
-    "id 1700000000 and 20240115103000",  # plain long numbers are not phone numbers
-    "+12 34",  # too few digits
-    "version 1.2.3, build 4567, port 8080",
-    "123-456-7890",  # North American area codes never start with 1
-]
-
-
-@pytest.mark.parametrize("text", NEAR_MISSES)
-def test_near_misses_are_left_alone(scrubber: Scrubber, text: str) -> None:
-    assert scrubber.scrub_text(text) == (text, ())
-
-
-def test_detector_names_are_the_catalogue() -> None:
-    assert isinstance(DETECTOR_NAMES, frozenset)
-    assert {d.name for d in DETECTORS} == DETECTOR_NAMES
-    assert len(DETECTORS) == len(DETECTOR_NAMES)
-    assert {
-        "aws_access_key_id",
-        "github_token",
-        "slack_token",
-        "openai_api_key",
-        "google_api_key",
-        "stripe_key",
-        "private_key",
-        "jwt",
-        "bearer_token",
-        "url_credentials",
-        "email",
-        "credit_card",
-        "iban",
-        "phone_number",
-        "us_ssn",
-    } <= DETECTOR_NAMES
-
-
-def test_detectors_are_found_side_by_side(scrubber: Scrubber) -> None:
-    # Every positive in one string: no detector's hint or prefilter hides another's.
-    text = " | ".join(text for _, text, _ in POSITIVES)
-    redacted, findings = scrubber.scrub_text(text)
-    assert sorted({f.detector for f in findings}) == sorted(DETECTOR_NAMES)
-    for _, _, secret in POSITIVES:
-        assert secret not in redacted
-
-
-# --- redaction and overlaps ----------------------------------------------------------
-
-
-def test_several_secrets_in_one_string(scrubber: Scrubber) -> None:
-    text = f"to {EMAIL}, card {CARD}, key {AWS}."
-    redacted, findings = scrubber.scrub_text(text)
-    assert redacted == (
-        "to [REDACTED:email], card [REDACTED:credit_card], key [REDACTED:aws_access_key_id]."
-    )
-    assert [f.detector for f in findings] == ["email", "credit_card", "aws_access_key_id"]
-
-
-def test_a_secret_matched_by_two_detectors_is_reported_once(scrubber: Scrubber) -> None:
-    redacted, findings = scrubber.scrub_text(f"Authorization: Bearer {JWT}")
-    assert redacted == "Authorization: Bearer [REDACTED:bearer_token]"
-    assert [f.detector for f in findings] == ["bearer_token"]
-    # The password of a connection string is not also an email at "s3cr3t@db.example.com".
-    redacted, findings = scrubber.scrub_text("postgres://admin:s3cr3t@db.example.com/app")
-    assert redacted == "postgres://[REDACTED:url_credentials]@db.example.com/app"
-    assert [f.detector for f in findings] == ["url_credentials"]
-
-
-def test_a_blocking_detector_is_never_hidden_by_an_overlapping_one() -> None:
-    scrubber = Scrubber(fingerprint_key=KEY, block=["jwt"])
-    result = scrubber.scrub({"h": f"Bearer {JWT}"})
-    assert result.value == {"h": "Bearer [REDACTED:bearer_token]"}
-    assert [f.detector for f in result.findings] == ["bearer_token", "jwt"]
-    assert result.blocked == ("jwt",)
-
-
-def test_partly_overlapping_matches_are_redacted_as_one(scrubber: Scrubber) -> None:
-    # The phone number takes "+1 4111 1111 1111" (15 digits at most); the card runs on.
-    # Neither may leave a piece of itself behind.
-    redacted, findings = scrubber.scrub_text(f"call +1 {CARD} now")
-    assert redacted == "call [REDACTED:phone_number] now"
-    assert [f.detector for f in findings] == ["phone_number", "credit_card"]
-    assert findings[1].fingerprint == fingerprint(CARD)
-
-
-def test_a_pem_block_is_redacted_whole_even_when_cut_short(scrubber: Scrubber) -> None:
-    cut = PEM[: PEM.index("-----END")]
-    redacted, findings = scrubber.scrub_text(f"key: {cut}")
-    assert redacted == "key: [REDACTED:private_key]"
-    assert [f.detector for f in findings] == ["private_key"]
-
-
-def test_redacted_output_is_not_matched_again(scrubber: Scrubber) -> None:
-    text = f"postgres://admin:s3cr3t@db/app Bearer abcDEF123456 {EMAIL} {CARD}"
-    once, _ = scrubber.scrub_text(text)
-    assert scrubber.scrub_text(once) == (once, ())
-
-
-# --- the walk ------------------------------------------------------------------------
+# --- the walk ------------------------------------------------------------------------------
 
 
 def test_nested_values_and_their_paths(scrubber: Scrubber) -> None:
@@ -262,7 +73,7 @@ def test_nested_values_and_their_paths(scrubber: Scrubber) -> None:
         "odd key": "[REDACTED:credit_card]",
         "n": 3,
     }
-    assert [(f.detector, f.path) for f in result.findings] == [
+    assert paths(result) == [
         ("email", "$.to"),
         ("aws_access_key_id", "$.items[2].body"),
         ("credit_card", '$["odd key"]'),
@@ -270,90 +81,71 @@ def test_nested_values_and_their_paths(scrubber: Scrubber) -> None:
     assert result.blocked == ()
 
 
-def test_dict_keys_are_scanned_and_paths_use_the_redacted_key(scrubber: Scrubber) -> None:
-    result = scrubber.scrub({"contacts": {EMAIL: {"note": f"card {CARD}"}}})
-    assert result.value == {
-        "contacts": {"[REDACTED:email]": {"note": "card [REDACTED:credit_card]"}}
-    }
-    assert [(f.detector, f.path) for f in result.findings] == [
-        ("email", '$.contacts["[REDACTED:email]"]#key'),
-        ("credit_card", '$.contacts["[REDACTED:email]"].note'),
-    ]
-    for finding in result.findings:
-        assert EMAIL not in finding.path
-
-
-def test_keys_that_redact_alike_do_not_overwrite_each_other(scrubber: Scrubber) -> None:
-    args = {EMAIL: 1, "bob@example.org": 2, "[REDACTED:email]": 3}
-    result = scrubber.scrub(args)
-    assert result.value == {
-        "[REDACTED:email] (2)": 1,
-        "[REDACTED:email] (3)": 2,
-        "[REDACTED:email]": 3,
-    }
-    assert [f.path for f in result.findings] == [
-        '$["[REDACTED:email] (2)"]#key',
-        '$["[REDACTED:email] (3)"]#key',
+def test_findings_come_in_walk_order_keys_before_values(scrubber: Scrubber) -> None:
+    result = scrubber.scrub({"a": [EMAIL, {EMAIL: AWS}], "b": AWS})
+    assert paths(result) == [
+        ("email", "$.a[0]"),
+        ("email", '$.a[1]["[REDACTED:email]"]#key'),
+        ("aws_access_key_id", '$.a[1]["[REDACTED:email]"]'),
+        ("aws_access_key_id", "$.b"),
     ]
 
 
-def test_non_string_keys_are_kept_and_named_without_stringifying(scrubber: Scrubber) -> None:
-    class Key:
-        def __hash__(self) -> int:
-            return 1
-
-        def __repr__(self) -> str:
-            raise AssertionError("repr called")
-
-    odd = Key()
-    args = {1: EMAIL, None: EMAIL, False: EMAIL, (1, 2): EMAIL, odd: EMAIL, b"raw": EMAIL}
-    result = scrubber.scrub(args)
-    assert isinstance(result.value, dict)
-    assert list(result.value) == [1, None, False, (1, 2), odd, b"raw"]
-    assert [f.path for f in result.findings] == [
-        "$[1]",
-        "$[null]",
-        "$[false]",
-        "$[<tuple>]",
-        "$[<Key>]",
-        '$[b"raw"]',
-    ]
-
-
-def test_bytes_keys_are_scanned(scrubber: Scrubber) -> None:
-    result = scrubber.scrub({EMAIL.encode(): 1, b"plain": 2})
-    assert result.value == {"[REDACTED:email]": 1, b"plain": 2}
-    assert [f.path for f in result.findings] == ['$["[REDACTED:email]"]#key']
-
-
-def test_tuples_stay_tuples_and_lists_stay_lists(scrubber: Scrubber) -> None:
-    result = scrubber.scrub({"t": (EMAIL, 1, [EMAIL]), "l": [EMAIL]})
-    assert result.value == {
-        "t": ("[REDACTED:email]", 1, ["[REDACTED:email]"]),
-        "l": ["[REDACTED:email]"],
-    }
-    assert isinstance(result.value, dict)
-    assert type(result.value["t"]) is tuple
-    assert type(result.value["t"][2]) is list
-    assert [f.path for f in result.findings] == ["$.t[0]", "$.t[2][0]", "$.l[0]"]
-
-
-def test_top_level_strings_tuples_and_bytes(scrubber: Scrubber) -> None:
+def test_top_level_values(scrubber: Scrubber) -> None:
     assert scrubber.scrub(EMAIL).value == "[REDACTED:email]"
     assert scrubber.scrub(EMAIL).findings[0].path == "$"
-    assert scrubber.scrub((EMAIL,)).value == ("[REDACTED:email]",)
-    assert scrubber.scrub(EMAIL.encode()).value == "[REDACTED:email]"
+    assert scrubber.scrub([EMAIL]).value == ["[REDACTED:email]"]
+    assert scrubber.scrub(EMAIL.encode()).value == b"[REDACTED:email]"
+    assert scrubber.scrub(None).value is None
+    assert scrubber.scrub(41111111111111111).findings == ()  # 17 digits, Luhn-invalid
 
 
-def test_bytes_are_decoded_scanned_and_kept_when_clean(scrubber: Scrubber) -> None:
+def test_a_clean_value_is_returned_as_is(scrubber: Scrubber) -> None:
+    args = {"q": "weather in paris", "n": [1, 2.5, {"x": "y", "t": True, "z": None}], "b": b"\xff"}
+    result = scrubber.scrub(args)
+    assert result.value is args
+    assert (result.findings, result.blocked) == ((), ())
+
+
+def test_input_is_never_mutated_and_clean_parts_are_shared(scrubber: Scrubber) -> None:
+    clean_part = {"deep": [1, "two", ["three"]]}
+    args: dict[str, Any] = {"keep": clean_part, "dirty": [EMAIL, {"k": EMAIL}], EMAIL: [EMAIL]}
+    before = copy.deepcopy(args)
+    result = scrubber.scrub(args)
+    assert args == before
+    assert isinstance(result.value, dict)
+    assert result.value is not args
+    assert result.value["keep"] is clean_part  # copy-on-write: nothing changed there
+    assert result.value["dirty"] is not args["dirty"]
+    assert type(result.value) is dict
+    assert type(result.value["dirty"]) is list
+
+
+def test_bytes_are_scanned_as_they_are_and_stay_bytes(scrubber: Scrubber) -> None:
     clean = b"nothing here \xff\xfe"
-    dirty = b"\xff to " + EMAIL.encode()
-    result = scrubber.scrub({"a": clean, "b": dirty, "c": bytearray(dirty)})
+    dirty = b"\xff to " + EMAIL.encode() + b" \x00\x80"
+    result = scrubber.scrub({"a": clean, "b": dirty})
     assert isinstance(result.value, dict)
     assert result.value["a"] is clean
-    assert result.value["b"] == "\ufffd to [REDACTED:email]"
-    assert result.value["c"] == "\ufffd to [REDACTED:email]"
-    assert [f.path for f in result.findings] == ["$.b", "$.c"]
+    assert result.value["b"] == b"\xff to [REDACTED:email] \x00\x80"  # nothing else touched
+    assert paths(result) == [("email", "$.b")]
+    assert result.findings[0].fingerprint == fingerprint(EMAIL)
+
+
+def test_non_ascii_text_around_secrets_is_kept(scrubber: Scrubber) -> None:
+    text = f"été {EMAIL} 漢字 \U0001f600 {CARD} ø"
+    assert scrubber.scrub(text).value == (
+        "été [REDACTED:email] 漢字 \U0001f600 [REDACTED:credit_card] ø"
+    )
+
+
+def test_a_lone_surrogate_is_scanned_and_fingerprinted(scrubber: Scrubber) -> None:
+    result = scrubber.scrub({"\ud800key": f"\udfff {EMAIL}", "k": "x\ud800bob@x.com"})
+    assert result.value == {"\ud800key": "\udfff [REDACTED:email]", "k": "x\ud800[REDACTED:email]"}
+    assert result.findings[0].path == '$["\\ud800key"]'
+
+
+# --- plain data only ---------------------------------------------------------------------
 
 
 class Explosive:
@@ -362,67 +154,266 @@ class Explosive:
     def __str__(self) -> str:
         raise RuntimeError("__str__ called")
 
-    def __repr__(self) -> str:
-        raise RuntimeError("__repr__ called")
-
-    def __format__(self, spec: str) -> str:
-        raise RuntimeError("__format__ called")
+    __repr__ = __str__
 
 
-def test_opaque_values_pass_through_untouched(scrubber: Scrubber) -> None:
-    boom = Explosive()
-    values: list[object] = [
-        boom,
-        1,
-        2.5,
-        None,
-        True,
-        {1, 2},
-        frozenset(),
-        10**5000,
-        memoryview(b"x"),
+class Colour(Enum):
+    RED = 1
+
+
+def _gen() -> Iterator[int]:
+    yield 1
+
+
+class Sub(str):
+    __slots__ = ()
+
+
+class IntSub(int):
+    pass
+
+
+class DictSub(dict):  # type: ignore[type-arg]
+    pass
+
+
+@pytest.mark.parametrize(
+    ("value", "type_name"),
+    [
+        ((EMAIL,), "tuple"),
+        ({EMAIL}, "set"),
+        (frozenset(), "frozenset"),
+        (Explosive(), "Explosive"),
+        (Colour.RED, "Colour"),
+        (deque([EMAIL]), "deque"),
+        (memoryview(b"x"), "memoryview"),
+        (bytearray(b"x"), "bytearray"),
+        (UserString(EMAIL), "UserString"),
+        (_gen(), "generator"),
+        ({}.keys(), "dict_keys"),
+        (MappingProxyType({}), "mappingproxy"),
+        (OrderedDict(), "OrderedDict"),
+        (Sub(EMAIL), "Sub"),
+        (IntSub(1), "IntSub"),
+        (DictSub(), "DictSub"),
+        (1j, "complex"),
+    ],
+)
+def test_anything_that_is_not_plain_data_is_refused(
+    scrubber: Scrubber, value: object, type_name: str
+) -> None:
+    with pytest.raises(UnsupportedValue) as info:
+        scrubber.scrub({"a": [1, value]})
+    assert (info.value.type_name, info.value.path) == (type_name, "$.a[1]")
+    assert isinstance(info.value, EvaluationError)
+    assert isinstance(info.value, TypeError)
+    assert EMAIL not in str(info.value)
+
+
+@pytest.mark.parametrize(
+    ("value", "problem"), [(math.nan, "NaN"), (math.inf, "infinite"), (-math.inf, "infinite")]
+)
+def test_non_finite_floats_are_refused(scrubber: Scrubber, value: float, problem: str) -> None:
+    with pytest.raises(UnsupportedValue, match=problem) as info:
+        scrubber.scrub({"x": {"y": value}})
+    assert (info.value.type_name, info.value.path) == ("float", "$.x.y")
+
+
+@pytest.mark.parametrize("key", [1, None, True, (1, 2), b"raw", 1.5])
+def test_non_string_keys_are_refused(scrubber: Scrubber, key: object) -> None:
+    with pytest.raises(UnsupportedValue, match="dict key") as info:
+        scrubber.scrub({"outer": {key: EMAIL}})
+    assert info.value.type_name == type(key).__name__
+    assert info.value.path == "$.outer"
+
+
+def test_refusal_paths_and_type_names_are_redacted(scrubber: Scrubber) -> None:
+    secret_class = type(AWS, (), {})
+    with pytest.raises(UnsupportedValue) as info:
+        scrubber.scrub({CARD: {EMAIL: [secret_class()]}})
+    message = str(info.value)
+    for secret in (AWS, CARD, EMAIL):
+        assert secret not in message
+    assert info.value.type_name == "[REDACTED:aws_access_key_id]"
+    assert info.value.path == '$["[REDACTED:credit_card]"]["[REDACTED:email]"][0]'
+
+
+def test_booleans_and_none_pass_through(scrubber: Scrubber) -> None:
+    value = {"t": True, "f": False, "n": None}
+    assert scrubber.scrub(value).value is value
+
+
+# --- numbers (issue 5, class 4) -------------------------------------------------------------
+
+
+def test_a_card_sent_as_an_int_is_found(scrubber: Scrubber) -> None:
+    result = scrubber.scrub({"card": 4111111111111111, "neg": -4111111111111111})
+    assert result.value == {"card": "[REDACTED:credit_card]", "neg": "-[REDACTED:credit_card]"}
+    assert result.findings[0] == Finding("credit_card", "$.card", fingerprint("4111111111111111"))
+
+
+def test_a_phone_number_sent_as_an_int_is_found(scrubber: Scrubber) -> None:
+    result = scrubber.scrub({"phone": 14155552671})
+    assert result.value == {"phone": "[REDACTED:phone_number]"}
+
+
+def test_floats_are_scanned_as_their_shortest_decimal_text(scrubber: Scrubber) -> None:
+    result = scrubber.scrub([4111111111111111.0, 0.4111111111111111, 14155552671.0, 1e300])
+    assert result.value == [
+        "[REDACTED:credit_card].0",
+        0.4111111111111111,
+        "[REDACTED:phone_number].0",
+        1e300,
     ]
-    result = scrubber.scrub({"x": values, "email": EMAIL})
-    assert isinstance(result.value, dict)
-    assert all(a is b for a, b in zip(result.value["x"], values, strict=True))
-    assert result.value["x"] is values  # nothing in it changed
-    assert [f.detector for f in result.findings] == ["email"]
 
 
-def test_string_subclasses_are_scanned_without_their_overrides(scrubber: Scrubber) -> None:
-    class Sneaky(str):
-        __slots__ = ()
-
-        def __len__(self) -> int:
-            raise RuntimeError("len called")
-
-        def isascii(self) -> bool:
-            raise RuntimeError("isascii called")
-
-    result = scrubber.scrub({"s": Sneaky(f"to {EMAIL}"), "t": Sneaky("clean")})
-    assert result.value == {"s": "to [REDACTED:email]", "t": "clean"}
+def test_ordinary_numbers_are_left_alone(scrubber: Scrubber) -> None:
+    values = [0, -1, 2**31 - 1, 2**32, 1700000000, 1700000000123, 10**30, -(10**25), 3.14, 1e-9]
+    assert scrubber.scrub(values).value is values
 
 
-def test_input_is_never_mutated_and_clean_parts_are_shared(scrubber: Scrubber) -> None:
-    clean_part = {"deep": [1, "two", ("three",)]}
-    args: dict[str, Any] = {"keep": clean_part, "dirty": [EMAIL, {"k": EMAIL}], EMAIL: (EMAIL,)}
-    before = copy.deepcopy(args)
+def test_numbers_at_the_scan_bounds() -> None:
+    # Only integer parts of 11 to 20 digits are scanned; check both ends with a
+    # budget that just fits their text.
+    tight = Scrubber(fingerprint_key=KEY, max_bytes=VALUE_COST + 10)
+    tight.scrub(10**10 - 1)  # 10 digits: not scanned, so not charged
+    with pytest.raises(ScrubLimitExceeded):
+        tight.scrub(10**10)  # 11 digits: scanned
+    with pytest.raises(ScrubLimitExceeded):
+        tight.scrub(-(10**10))
+    tight.scrub(10**20)  # 21 digits
+    with pytest.raises(ScrubLimitExceeded):
+        tight.scrub(10**20 - 1)
+    tight.scrub(9_999_999_999.5)
+    with pytest.raises(ScrubLimitExceeded):
+        tight.scrub(1e10)
+    tighter = Scrubber(fingerprint_key=KEY, max_bytes=VALUE_COST + 5)
+    tighter.scrub(1e20)  # "1e+20": not scanned
+    with pytest.raises(ScrubLimitExceeded):
+        tighter.scrub(9.9e19)  # "9.9e+19": scanned
+
+
+def test_booleans_are_not_numbers_here(scrubber: Scrubber) -> None:
+    assert scrubber.scrub([True, False]).findings == ()
+
+
+# --- keys and paths (issue 5, class 5) --------------------------------------------------------
+
+
+def test_dict_keys_are_scanned_and_paths_use_the_redacted_key(scrubber: Scrubber) -> None:
+    result = scrubber.scrub({"contacts": {EMAIL: {"note": f"card {CARD}"}}})
+    assert result.value == {
+        "contacts": {"[REDACTED:email]": {"note": "card [REDACTED:credit_card]"}}
+    }
+    assert paths(result) == [
+        ("email", '$.contacts["[REDACTED:email]"]#key'),
+        ("credit_card", '$.contacts["[REDACTED:email]"].note'),
+    ]
+
+
+def test_keys_that_redact_alike_do_not_overwrite_each_other(scrubber: Scrubber) -> None:
+    args = {EMAIL: 1, "bob@example.org": 2, "[REDACTED:email]": 3, "[REDACTED:email] (2)": 4}
     result = scrubber.scrub(args)
-    assert args == before
-    assert args["dirty"][1]["k"] == EMAIL
+    assert result.value == {
+        "[REDACTED:email] (3)": 1,
+        "[REDACTED:email] (4)": 2,
+        "[REDACTED:email]": 3,
+        "[REDACTED:email] (2)": 4,
+    }
+    assert [f.path for f in result.findings] == [
+        '$["[REDACTED:email] (3)"]#key',
+        '$["[REDACTED:email] (4)"]#key',
+    ]
+
+
+def test_a_key_redacted_to_itself_keeps_its_place(scrubber: Scrubber) -> None:
+    result = scrubber.scrub({"a": 1, f"x {EMAIL}": {"y": EMAIL}, "z": 2})
     assert isinstance(result.value, dict)
-    assert result.value is not args
-    assert result.value["keep"] is clean_part  # copy-on-write: nothing changed there
+    assert list(result.value) == ["a", "x [REDACTED:email]", "z"]
+    assert result.value["x [REDACTED:email]"] == {"y": "[REDACTED:email]"}
 
 
-def test_a_clean_value_is_returned_as_is(scrubber: Scrubber) -> None:
-    args = {"q": "weather in paris", "n": [1, 2, {"x": "y"}]}
-    result = scrubber.scrub(args)
-    assert result.value is args
-    assert (result.findings, result.blocked) == ((), ())
+def test_path_keys_are_redacted_by_every_detector_whatever_the_policy_lists() -> None:
+    only_email = Scrubber(fingerprint_key=KEY, detectors=["email"])
+    result = only_email.scrub({"4111111111111111": {AWS: EMAIL}})
+    assert result.value == {
+        "4111111111111111": {AWS: "[REDACTED:email]"}
+    }  # keys kept as policy says
+    (finding,) = result.findings
+    assert finding.path == '$["[REDACTED:credit_card]"]["[REDACTED:aws_access_key_id]"]'
+    assert "4111111111111111" not in finding.path
+    assert AWS not in finding.path
 
 
-# --- bounds --------------------------------------------------------------------------
+def test_a_blocking_finding_under_an_exempt_key_never_names_the_key_raw() -> None:
+    scrubber = Scrubber(fingerprint_key=KEY, block=["private_key"])
+    result = scrubber.scrub({"cards": {"4111111111111111": PEM}}, exempt=["cards"])
+    assert result.value == {"cards": {"4111111111111111": "[REDACTED:private_key]"}}
+    assert result.blocked == ("private_key",)
+    assert [f.path for f in result.findings] == ['$.cards["[REDACTED:credit_card]"]']
+
+
+def test_path_segments_are_ascii_json_strings(scrubber: Scrubber) -> None:
+    result = scrubber.scrub({'a"b\\c\n': {"é漢\U0001f600": EMAIL}, "ok_1": [EMAIL], "1x": EMAIL})
+    assert [f.path for f in result.findings] == [
+        '$["a\\"b\\\\c\\u000a"]["\\u00e9\\u6f22\\ud83d\\ude00"]',
+        "$.ok_1[0]",
+        '$["1x"]',
+    ]
+
+
+def test_clean_keys_are_remembered_for_paths(scrubber: Scrubber) -> None:
+    scrubber.scrub({"remember_me": EMAIL})
+    assert "remember_me" in scrubber._clean
+    scrubber.scrub({"x" * 65: EMAIL})
+    assert "x" * 65 not in scrubber._clean  # too long to remember
+    fresh = Scrubber(fingerprint_key=KEY)
+    for index in range(4097):
+        fresh.record_text(f"k{index}")
+    assert len(fresh._clean) == 1  # cleared when full, then the newest
+
+
+# --- record_text --------------------------------------------------------------------------------
+
+
+def test_record_text_uses_every_detector() -> None:
+    only_email = Scrubber(fingerprint_key=KEY, detectors=["email"])
+    resource = f"mail:{EMAIL}?card=4111111111111111&key={AWS}"
+    assert only_email.record_text(resource) == (
+        "mail:[REDACTED:email]?card=[REDACTED:credit_card]&key=[REDACTED:aws_access_key_id]"
+    )
+    assert only_email.scrub_text(resource)[0] == (
+        "mail:[REDACTED:email]?card=4111111111111111&key=" + AWS
+    )
+
+
+def test_record_text_never_raises() -> None:
+    scrubber = Scrubber(fingerprint_key=KEY, max_bytes=100)
+    assert scrubber.record_text("a" * 99) == "a" * 99
+    assert scrubber.record_text("a" * 101) == "<text of 101 characters that could not be scrubbed>"
+    assert scrubber.record_text("a" * 10 + EMAIL).startswith("<text of 27 characters")
+    assert scrubber.record_text(123) == "<not a string>"  # type: ignore[arg-type]
+    default = Scrubber(fingerprint_key=KEY)
+    assert default.record_text(f"\ud800{EMAIL}\x00\x1b") == "\ud800[REDACTED:email]\x00\x1b"
+    assert default.record_text(Sub(EMAIL)) == "[REDACTED:email]"
+
+
+# --- scrub_text ----------------------------------------------------------------------------------
+
+
+def test_scrub_text_uses_this_scrubbers_detectors() -> None:
+    scrubber = Scrubber(fingerprint_key=KEY, detectors=["aws_access_key_id"])
+    redacted, findings = scrubber.scrub_text(f"{AWS} {EMAIL}")
+    assert redacted == f"[REDACTED:aws_access_key_id] {EMAIL}"
+    assert findings == (Finding("aws_access_key_id", "$", fingerprint(AWS)),)
+    with pytest.raises(TypeError):
+        scrubber.scrub_text(b"bytes")  # type: ignore[arg-type]
+    assert scrubber.scrub_text(Sub("clean")) == ("clean", ())
+    with pytest.raises(ScrubLimitExceeded):
+        Scrubber(fingerprint_key=KEY, max_bytes=5).scrub_text("abcdef")
+
+
+# --- bounds -----------------------------------------------------------------------------------
 
 
 def test_a_cycle_is_refused(scrubber: Scrubber) -> None:
@@ -430,8 +421,7 @@ def test_a_cycle_is_refused(scrubber: Scrubber) -> None:
     loop.append(loop)
     with pytest.raises(ScrubLimitExceeded) as info:
         scrubber.scrub({"x": loop})
-    assert info.value.bound == "max_depth"
-    assert info.value.limit == 32
+    assert (info.value.bound, info.value.limit) == ("max_depth", 32)
     assert EMAIL not in str(info.value)
     cyclic: dict[str, object] = {}
     cyclic["self"] = cyclic
@@ -439,23 +429,21 @@ def test_a_cycle_is_refused(scrubber: Scrubber) -> None:
         scrubber.scrub(cyclic)
 
 
-@pytest.mark.parametrize("kind", ["list", "dict", "tuple"])
+@pytest.mark.parametrize("kind", ["list", "dict"])
 def test_twenty_thousand_levels_deep_is_refused_not_a_recursion_error(
     scrubber: Scrubber, kind: str
 ) -> None:
     deep: object = f"secret {EMAIL}"
     for _ in range(20_000):
-        deep = [deep] if kind == "list" else {"a": deep} if kind == "dict" else (deep,)
+        deep = [deep] if kind == "list" else {"a": deep}
     with pytest.raises(ScrubLimitExceeded, match="max_depth of 32") as info:
         scrubber.scrub(deep)
     assert isinstance(info.value, GhostError)
     assert isinstance(info.value, ValueError)
-    assert EMAIL not in str(info.value)
 
 
 def test_deep_nesting_is_bounded_by_our_limit_even_when_it_is_large() -> None:
-    # The walk keeps its own stack: a limit far above Python's recursion limit works.
-    scrubber = Scrubber(fingerprint_key=KEY, max_depth=50_000)
+    scrubber = Scrubber(fingerprint_key=KEY, max_depth=50_000, max_bytes=1 << 30)
     deep: object = EMAIL
     for _ in range(20_000):
         deep = [deep]
@@ -466,8 +454,14 @@ def test_deep_nesting_is_bounded_by_our_limit_even_when_it_is_large() -> None:
 def test_the_depth_limit_is_exact() -> None:
     scrubber = Scrubber(fingerprint_key=KEY, max_depth=2)
     assert scrubber.scrub([[[EMAIL]]]).value == [[["[REDACTED:email]"]]]  # depths 0, 1, 2
+    assert scrubber.scrub({"a": {"b": {"c": 1}}}).findings == ()
     with pytest.raises(ScrubLimitExceeded):
         scrubber.scrub([[[[EMAIL]]]])
+    with pytest.raises(ScrubLimitExceeded):
+        scrubber.scrub({"a": {"b": {"c": {}}}})
+    assert Scrubber(fingerprint_key=KEY, max_depth=0).scrub([1]).value == [1]
+    with pytest.raises(ScrubLimitExceeded):
+        Scrubber(fingerprint_key=KEY, max_depth=0).scrub([[1]])
 
 
 def test_megabytes_of_text_are_refused(scrubber: Scrubber) -> None:
@@ -476,105 +470,79 @@ def test_megabytes_of_text_are_refused(scrubber: Scrubber) -> None:
     assert info.value.bound == "max_bytes"
     assert EMAIL not in str(info.value)
     with pytest.raises(ScrubLimitExceeded):
-        scrubber.scrub(["y" * 1000] * 2000)  # many small strings add up
+        scrubber.scrub(["y" * 1000] * 2000)
     with pytest.raises(ScrubLimitExceeded):
         scrubber.scrub_text("z" * (2 << 20))
 
 
-def test_the_size_limit_counts_utf8_bytes_and_one_per_value() -> None:
-    scrubber = Scrubber(fingerprint_key=KEY, max_bytes=10)
-    assert scrubber.scrub("a" * 9).value == "a" * 9  # 1 value + 9 bytes
+def test_the_size_budget_is_exact() -> None:
+    # A string: one value plus its UTF-8 bytes.
+    exact = Scrubber(fingerprint_key=KEY, max_bytes=VALUE_COST + 9)
+    assert exact.scrub("a" * 9).value == "a" * 9
     with pytest.raises(ScrubLimitExceeded):
-        scrubber.scrub("a" * 10)
+        exact.scrub("a" * 10)
     with pytest.raises(ScrubLimitExceeded):
-        scrubber.scrub("é" * 5)  # 5 characters, 10 bytes
+        Scrubber(fingerprint_key=KEY, max_bytes=VALUE_COST + 9).scrub("é" * 5)  # 10 bytes
+    # A list: itself (a value and a container) and each item.
+    listed = VALUE_COST + CONTAINER_COST + 3 * VALUE_COST
+    Scrubber(fingerprint_key=KEY, max_bytes=listed).scrub([1, 2, 3])
     with pytest.raises(ScrubLimitExceeded):
-        scrubber.scrub([1] * 10)  # 11 values, no text
+        Scrubber(fingerprint_key=KEY, max_bytes=listed - 1).scrub([1, 2, 3])
+    # A dict: each key costs KEY_COST and its bytes.
+    keyed = VALUE_COST + CONTAINER_COST + KEY_COST + 2 + VALUE_COST
+    Scrubber(fingerprint_key=KEY, max_bytes=keyed).scrub({"ab": None})
+    with pytest.raises(ScrubLimitExceeded):
+        Scrubber(fingerprint_key=KEY, max_bytes=keyed - 1).scrub({"ab": None})
+    # Bytes cost their length.
+    Scrubber(fingerprint_key=KEY, max_bytes=VALUE_COST + 4).scrub(b"abcd")
+    with pytest.raises(ScrubLimitExceeded):
+        Scrubber(fingerprint_key=KEY, max_bytes=VALUE_COST + 3).scrub(b"abcd")
 
 
-def test_shared_references_cannot_blow_up_the_walk(scrubber: Scrubber) -> None:
+def test_the_budget_runs_through_walk_scan_and_redaction() -> None:
+    # One value of 20 bytes; one hint hit ("AKIA", 4 bytes read back); one anchored
+    # attempt matching 20 bytes; one finding. What the walk spends, the scan cannot.
+    cost = VALUE_COST + 20 + HIT_COST + 4 + ATTEMPT_COST + 20 + FINDING_COST
+    assert Scrubber(fingerprint_key=KEY, max_bytes=cost).scrub(AWS).value == (
+        "[REDACTED:aws_access_key_id]"
+    )
+    with pytest.raises(ScrubLimitExceeded):
+        Scrubber(fingerprint_key=KEY, max_bytes=cost - 1).scrub(AWS)
+    # One text alone: no value to walk.
+    assert Scrubber(fingerprint_key=KEY, max_bytes=cost - VALUE_COST).scrub_text(AWS)[1]
+    with pytest.raises(ScrubLimitExceeded):
+        Scrubber(fingerprint_key=KEY, max_bytes=cost - VALUE_COST - 1).scrub_text(AWS)
+
+
+def test_the_cost_model_is_the_documented_one() -> None:
+    # ADR 0010 states these figures and bench/scrub.py measures them: change all three.
+    assert (VALUE_COST, CONTAINER_COST, KEY_COST) == (96, 384, 96)
+    assert (HIT_COST, ATTEMPT_COST, FINDING_COST, VERIFY_COST) == (1536, 384, 3072, 256)
+    assert (MAX_ROUNDS, REACH_BEFORE, REACH_AFTER) == (4, 800, 72)
+
+
+def test_shared_references_cannot_blow_up_the_walk() -> None:
     # 2**60 paths through a few dozen objects: the per-value cost ends it quickly.
     bomb: list[object] = [1]
     for _ in range(60):
         bomb = [bomb, bomb]
-    started = time.perf_counter()
     with pytest.raises(ScrubLimitExceeded):
         Scrubber(fingerprint_key=KEY, max_depth=100).scrub(bomb)
-    assert time.perf_counter() - started < 5
 
 
-ADVERSARIAL = [
-    "a" * 300_000,
-    "-----BEGIN RSA PRIVATE KEY-----" * 9_000,
-    "-----BEGIN PRIVATE KEY-----\n" + "A" * 300_000,
-    "1" * 300_000,
-    "1 " * 150_000,
-    "1-" * 150_000,
-    "+1 " * 100_000,
-    "+1" + " 1" * 150_000,
-    "(415) " * 50_000,
-    "a@" * 150_000,
-    "a." * 150_000 + "@",
-    "a" * 300_000 + "@x",
-    "eyJ" * 100_000,
-    "eyJabcdefghij." * 20_000,
-    "bearer " * 40_000,
-    "://a:" * 60_000,
-    "x://" + "a" * 300_000 + ":",
-    "GB82 " * 60_000,
-    "GB82" + "A" * 300_000,
-    "sk-" * 100_000,
-    "sk-" + "a" * 300_000,
-    "AKIA" * 75_000,
-    "-" * 300_000,
-]
+def test_ordinary_payloads_use_a_small_part_of_the_budget() -> None:
+    # The budget is meant for adversarial input: a realistic tool call with a few
+    # findings fits many times over (bench/scrub.py reports the figures).
+    args = {
+        "to": [EMAIL, "bob@example.org"],
+        "subject": "Quarterly report",
+        "body": "Hi team, the numbers are attached. " * 100 + "Call +1 415 555 2671.",
+        "rows": [{"id": index, "name": f"row {index}", "ok": True} for index in range(100)],
+    }
+    Scrubber(fingerprint_key=KEY, max_bytes=1 << 18).scrub(args)  # a quarter of the default
 
 
-@pytest.mark.parametrize("text", ADVERSARIAL, ids=lambda text: repr(text[:12]))
-def test_patterns_run_in_linear_time(scrubber: Scrubber, text: str) -> None:
-    # Each input is ~300 KB; a quadratic pattern would take minutes, a linear one
-    # well under a second.
-    started = time.perf_counter()
-    scrubber.scrub_text(text)
-    assert time.perf_counter() - started < 3
-
-
-@settings(max_examples=15, deadline=None)
-@given(
-    st.lists(
-        st.sampled_from(
-            [
-                "a",
-                "A",
-                "1",
-                " ",
-                "-",
-                ".",
-                "@",
-                ":",
-                "/",
-                "+",
-                "(",
-                ")",
-                "eyJ",
-                "AKIA",
-                "GB82",
-                "sk-",
-            ]
-        ),
-        min_size=1,
-        max_size=6,
-    ),
-)
-def test_repeated_pattern_fragments_scan_in_linear_time(fragments: list[str]) -> None:
-    unit = "".join(fragments)
-    text = unit * (100_000 // len(unit))
-    started = time.perf_counter()
-    Scrubber(fingerprint_key=KEY).scrub_text(text)
-    assert time.perf_counter() - started < 3
-
-
-# --- configuration, exemptions, blocking ---------------------------------------------
+# --- configuration, exemptions, blocking -------------------------------------------------------
 
 
 def test_unknown_detectors_are_named() -> None:
@@ -587,14 +555,21 @@ def test_unknown_detectors_are_named() -> None:
 def test_bad_configuration_is_refused() -> None:
     with pytest.raises(TypeError):
         Scrubber(fingerprint_key=KEY, detectors="email")
+    with pytest.raises(TypeError):
+        Scrubber(fingerprint_key=KEY, block="email")
+    with pytest.raises(TypeError):
+        Scrubber(fingerprint_key="key")  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="empty"):
         Scrubber(fingerprint_key=b"")
     with pytest.raises(ValueError, match="negative"):
         Scrubber(fingerprint_key=KEY, max_depth=-1)
+    with pytest.raises(ValueError, match="negative"):
+        Scrubber(fingerprint_key=KEY, max_bytes=-1)
     with pytest.raises(TypeError):
         Scrubber(fingerprint_key=KEY).scrub({}, exempt="to")
     with pytest.raises(ValueError, match="empty segment"):
         Scrubber(fingerprint_key=KEY).scrub({}, exempt=["a..b"])
+    Scrubber(fingerprint_key=bytearray(b"k"), max_depth=0, max_bytes=0)
 
 
 def test_only_the_chosen_detectors_run_plus_the_blocking_ones() -> None:
@@ -604,9 +579,11 @@ def test_only_the_chosen_detectors_run_plus_the_blocking_ones() -> None:
     result = scrubber.scrub(f"{EMAIL} {AWS} {PEM}")
     assert result.value == f"[REDACTED:email] {AWS} [REDACTED:private_key]"
     assert result.blocked == ("private_key",)
-    assert Scrubber(fingerprint_key=KEY, detectors=["*"]).detectors == tuple(
-        d.name for d in DETECTORS
-    )
+    everything = tuple(d.name for d in DETECTORS)
+    assert Scrubber(fingerprint_key=KEY, detectors=["*"]).detectors == everything
+    assert Scrubber(fingerprint_key=KEY).detectors == everything
+    assert Scrubber(fingerprint_key=KEY, detectors=[]).detectors == ()
+    assert Scrubber(fingerprint_key=KEY, detectors=[]).scrub(EMAIL).value == EMAIL
 
 
 def test_exempt_paths_skip_redacting_detectors(scrubber: Scrubber) -> None:
@@ -631,11 +608,39 @@ def test_exempt_paths_cover_keys_below_them(scrubber: Scrubber) -> None:
     assert result.value == {"to": {EMAIL: "Alice"}, "cc": {"[REDACTED:email]": "Alice"}}
 
 
+def test_a_shorter_exempt_path_covers_a_longer_one(scrubber: Scrubber) -> None:
+    args = {"a": {"b": EMAIL, "c": EMAIL}, "d": EMAIL}
+    for exempt in (["a", "a.b"], ["a.b", "a"]):
+        assert scrubber.scrub(args, exempt=exempt).value == {
+            "a": {"b": EMAIL, "c": EMAIL},
+            "d": "[REDACTED:email]",
+        }
+    assert scrubber.scrub(args, exempt=["a.b", "x.y"]).value == {
+        "a": {"b": EMAIL, "c": "[REDACTED:email]"},
+        "d": "[REDACTED:email]",
+    }
+    assert scrubber.scrub([EMAIL], exempt=["0"]).value == [
+        "[REDACTED:email]"
+    ]  # lists have no names
+
+
+def test_numbers_under_an_exempt_path_are_exempt_too() -> None:
+    args = {"card": 4111111111111111, "cards": [4111111111111111.0], "n": 4111111111111111}
+    assert Scrubber(fingerprint_key=KEY).scrub(args, exempt=["card", "cards"]).value == {
+        "card": 4111111111111111,
+        "cards": [4111111111111111.0],
+        "n": "[REDACTED:credit_card]",
+    }
+    blocking = Scrubber(fingerprint_key=KEY, block=["credit_card"])
+    result = blocking.scrub(args, exempt=["card", "cards"])
+    assert [f.path for f in result.findings] == ["$.card", "$.cards[0]", "$.n"]
+
+
 def test_blocking_detectors_ignore_exemptions() -> None:
     scrubber = Scrubber(fingerprint_key=KEY, block=["private_key"])
     result = scrubber.scrub({"to": f"{EMAIL} {PEM}"}, exempt=["to"])
     assert result.value == {"to": f"{EMAIL} [REDACTED:private_key]"}
-    assert [(f.detector, f.path) for f in result.findings] == [("private_key", "$.to")]
+    assert paths(result) == [("private_key", "$.to")]
     assert result.blocked == ("private_key",)
 
 
@@ -648,22 +653,22 @@ def test_block_all_blocks_every_detector_and_exempts_nothing() -> None:
         "x": "[REDACTED:email]",
     }
     assert result.blocked == ("credit_card", "email")  # sorted, unique
+    assert scrubber.blocking == frozenset(scrubber.detectors)
 
 
 def test_redacting_detectors_do_not_block(scrubber: Scrubber) -> None:
     assert scrubber.scrub({"k": PEM}).blocked == ()
 
 
-# --- fingerprints --------------------------------------------------------------------
+# --- fingerprints ----------------------------------------------------------------------------
 
 
 def test_fingerprints_are_keyed_hmacs_of_the_matched_text() -> None:
     one = Scrubber(fingerprint_key=b"one").scrub({"a": AWS, "b": f"x {AWS} y"})
     two = Scrubber(fingerprint_key=b"two").scrub({"a": AWS})
     assert one.findings[0].fingerprint == fingerprint(AWS, b"one")
-    assert one.findings[0].fingerprint == one.findings[1].fingerprint  # same secret, same print
+    assert one.findings[0].fingerprint == one.findings[1].fingerprint
     assert two.findings[0].fingerprint == fingerprint(AWS, b"two")
-    assert one.findings[0].fingerprint != two.findings[0].fingerprint
 
 
 def test_findings_never_hold_the_secret(scrubber: Scrubber) -> None:
@@ -674,20 +679,34 @@ def test_findings_never_hold_the_secret(scrubber: Scrubber) -> None:
                 assert secret not in field
 
 
-def test_a_lone_surrogate_is_fingerprinted_not_crashed_on(scrubber: Scrubber) -> None:
-    result = scrubber.scrub({"\ud800key": "\udfff alice@example.com"})
-    assert result.value == {"\ud800key": "\udfff [REDACTED:email]"}
-    assert result.findings[0].path == '$["\\ud800key"]'
+def test_scrub_is_safe_from_several_threads(scrubber: Scrubber) -> None:
+    errors: list[BaseException] = []
+
+    def work() -> None:
+        try:
+            for index in range(300):
+                result = scrubber.scrub({f"k{index}": f"{EMAIL} {index}"})
+                assert result.value == {f"k{index}": f"[REDACTED:email] {index}"}
+        except BaseException as exc:  # noqa: BLE001 - reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=work) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert errors == []
 
 
-# --- properties ----------------------------------------------------------------------
+# --- properties -----------------------------------------------------------------------------
 
 _CLEAN_TEXT = st.text(alphabet="abcdefghijklmnopqrstuvwxyz éßø漢", max_size=12)
 _CLEAN_SCALARS = st.one_of(
     st.none(),
     st.booleans(),
-    st.integers(),
-    st.floats(allow_nan=False),
+    # Numbers are scanned as their decimal text: a random 15-digit one can be a card.
+    st.integers(-(10**10) + 1, 10**10 - 1),
+    st.floats(-1e10, 1e10, exclude_min=True, exclude_max=True),
     _CLEAN_TEXT,
     _CLEAN_TEXT.map(str.encode),
 )
@@ -695,7 +714,6 @@ _CLEAN_VALUES = st.recursive(
     _CLEAN_SCALARS,
     lambda children: st.one_of(
         st.lists(children, max_size=4),
-        st.lists(children, max_size=3).map(tuple),
         st.dictionaries(_CLEAN_TEXT, children, max_size=4),
     ),
     max_leaves=16,
@@ -712,7 +730,7 @@ def values_with_a_secret(draw: st.DrawFn) -> tuple[object, str, str]:
             [
                 carrier,
                 [carrier],
-                (1, carrier),
+                [1, carrier],
                 {carrier: 1},
                 carrier.encode(),
                 {"deep": [{"deeper": carrier}]},
@@ -733,7 +751,7 @@ def strings_in(value: object) -> Iterator[str]:
         for key, item in value.items():
             yield from strings_in(key)
             yield from strings_in(item)
-    elif isinstance(value, list | tuple):
+    elif isinstance(value, list):
         for item in value:
             yield from strings_in(item)
 
@@ -743,7 +761,6 @@ def test_an_embedded_secret_never_survives(case: tuple[object, str, str]) -> Non
     value, detector, secret = case
     result = Scrubber(fingerprint_key=KEY).scrub(value)
     assert detector in {f.detector for f in result.findings}
-    assert secret not in repr(result.value)
     for text in strings_in(result.value):
         assert secret not in text
     for finding in result.findings:
@@ -760,22 +777,7 @@ def test_scrubbing_is_idempotent(case: tuple[object, str, str]) -> None:
 
 
 @given(_CLEAN_VALUES)
-def test_values_without_secrets_come_back_equal(value: object) -> None:
+def test_values_without_secrets_come_back_as_they_are(value: object) -> None:
     result = Scrubber(fingerprint_key=KEY).scrub(value)
     assert result.findings == ()
     assert result.value is value
-
-
-def test_other_mappings_and_sets_are_walked_too() -> None:
-    from types import MappingProxyType
-
-    scrubber = Scrubber(fingerprint_key=b"k")
-    proxied = MappingProxyType({"to": "jane.doe@example.com"})
-    result = scrubber.scrub({"a": proxied, "s": {"jane.doe@example.com", 1}, "f": frozenset({"x"})})
-    assert result.value == {
-        "a": {"to": "[REDACTED:email]"},
-        "s": {"[REDACTED:email]", 1},
-        "f": frozenset({"x"}),
-    }
-    assert isinstance(result.value["s"], set)
-    assert [f.detector for f in result.findings] == ["email", "email"]

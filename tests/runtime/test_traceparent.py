@@ -86,7 +86,21 @@ def test_arbitrary_text_parses_or_raises_the_typed_error(text: str) -> None:
 )
 def test_every_well_formed_header_round_trips(trace_id: str, span_id: str, flags: int) -> None:
     header = f"00-{trace_id}-{span_id}-{flags:02x}"
-    assert parse_traceparent(header).header() == header
+    parsed = parse_traceparent(header)
+    assert parsed.trace_flags == flags  # what was sent, faithfully
+    # Re-emitted with the one flag version 00 defines; unknown bits are zeroed.
+    assert parsed.header() == f"00-{trace_id}-{span_id}-{flags & 0x01:02x}"
+
+
+def test_reserved_flag_bits_are_zeroed_not_forwarded() -> None:
+    parsed = parse_traceparent("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-ff")
+    assert parsed.sampled
+    assert parsed.header().endswith("-01")
+    assert (
+        parse_traceparent("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-fe")
+        .header()
+        .endswith("-00")
+    )
 
 
 def test_tracestate_members_in_order_with_empty_members_skipped() -> None:

@@ -1,0 +1,1 @@
+"""Developer tools for the ghost repository (not shipped in the ``ghost-sdk`` wheel)."""
