@@ -5,8 +5,9 @@ Exit codes follow SPEC §6 (ADR 0013):
 * 0 — success; for ``verify``: the run is intact and sealed.
 * 1 — an input that cannot be read (a missing file, not MCAP, cut inside the
   magic, not a ghost audit log; for ``verify`` also a ``--public-key`` or
-  ``--anchor`` file that cannot be read or is not a key or a note), or an
-  output that cannot be written. One ``ghost: error: ...`` line on stderr.
+  ``--anchor`` file that cannot be read or is not an Ed25519 key or a
+  checkpoint note), or an output that cannot be written (for ``demo``, an
+  existing ``--out`` that is not a previous demo run). One ``ghost: error: ...`` line on stderr.
 * 2 — a malformed command line (argparse's own message).
 * 3 — ``verify``: an integrity failure (tampered or corrupted).
 * 4 — ``verify``: truncated, a gapless, correctly linked prefix that is not
@@ -35,6 +36,8 @@ from typing import TYPE_CHECKING, Any, Final, cast
 if TYPE_CHECKING:
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
+    from audit import CheckpointNote
+
 __all__ = [
     "EXIT_FAILURE",
     "EXIT_INTERRUPTED",
@@ -62,8 +65,6 @@ _PROG: Final = "ghost"
 _DISTRIBUTION: Final = "ghost-sdk"
 _DEFAULT_DEMO_OUT: Final = Path("runs") / "demo.mcap"
 _STDOUT: Final = "-"
-# A checkpoint note is a few hundred bytes; anything far larger is not one.
-_MAX_NOTE_BYTES: Final = 64 * 1024
 _MAX_KEY_BYTES: Final = 64 * 1024
 _MAX_ERROR: Final = 300
 
@@ -121,7 +122,11 @@ def _make_parser() -> argparse.ArgumentParser:
         "--public-key",
         type=Path,
         metavar="PEM",
-        help="the Ed25519 public key (PEM) the run's checkpoints must be signed with",
+        help=(
+            "the Ed25519 public key (PEM) every checkpoint note must be signed with; without"
+            " it, notes are checked against the key the run declares (consistency, not"
+            " authorship)"
+        ),
     )
     verify.add_argument(
         "--anchor",
@@ -129,7 +134,10 @@ def _make_parser() -> argparse.ArgumentParser:
         action="append",
         default=[],
         metavar="NOTE_FILE",
-        help="a checkpoint note held outside the file (repeatable)",
+        help=(
+            "a checkpoint note held outside the file (repeatable): the run's tree at its"
+            " size must have its root, so a cut tail or a rewritten past exits 3"
+        ),
     )
     verify.set_defaults(handler=_verify)
 
@@ -258,17 +266,13 @@ def _load_public_key(path: Path) -> Ed25519PublicKey:
     return key
 
 
-def _read_anchor(path: Path) -> str:
-    data = _read_input(path, "anchor", _MAX_NOTE_BYTES)
+def _read_anchor(path: Path) -> CheckpointNote:
+    from audit import NoteError, load_checkpoint_note
+
     try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError:
-        raise _InputError(
-            f"cannot use anchor {path}: a checkpoint note is UTF-8 text, and this is not"
-        ) from None
-    if not text.strip():
-        raise _InputError(f"cannot use anchor {path}: the file is empty")
-    return text
+        return load_checkpoint_note(path)
+    except NoteError as exc:
+        raise _InputError(f"cannot use anchor {path}: {exc.problem}") from None
 
 
 def _read_input(path: Path, what: str, limit: int) -> bytes:

@@ -40,6 +40,7 @@ if TYPE_CHECKING:
 __all__ = [
     "APPROVALS_TOPIC",
     "ASSESSMENTS_TOPIC",
+    "CHECKPOINTS_TOPIC",
     "DECISIONS_TOPIC",
     "RUN_TOPIC",
     "SEAL_TOPIC",
@@ -60,6 +61,7 @@ ASSESSMENTS_TOPIC: Final = "/assessments"
 DECISIONS_TOPIC: Final = "/decisions"
 APPROVALS_TOPIC: Final = "/approvals"
 SEAL_TOPIC: Final = "/seal"
+CHECKPOINTS_TOPIC: Final = "/checkpoints"
 
 _SHA256_HEX: Final = re.compile(r"[0-9a-f]{64}")
 _UUID: Final = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
@@ -79,6 +81,8 @@ class RecordFacts:
         seq: its ``seq``, when that is an integer.
         decision_id: its ``decision_id``, when that is a UUID-shaped string.
         address: its content address (see the module docstring).
+        canonical: the bytes that address is the SHA-256 of: its canonical bytes,
+            or the stored bytes when it has no canonical form (its Merkle leaf).
     """
 
     position: int
@@ -87,6 +91,7 @@ class RecordFacts:
     seq: int | None
     decision_id: str | None
     address: str
+    canonical: bytes
 
     @property
     def topic(self) -> str:
@@ -182,6 +187,7 @@ def read_facts(
         seq=seq,
         decision_id=decision if is_uuid(decision) else None,
         address=logged.sha256,
+        canonical=logged.data,
     )
     if record is None:
         why = logged.problem or "it is not a JSON object"
@@ -231,6 +237,7 @@ def read_facts(
             seq=seq,
             decision_id=facts.decision_id,
             address=address,
+            canonical=canonical,
         )
     return facts, problems
 

@@ -36,6 +36,7 @@ __all__ = [
     "RunProblem",
     "RunStatus",
     "RunVerification",
+    "SignatureCheck",
     "status_of",
 ]
 
@@ -75,9 +76,20 @@ class IntegrityCheck(StrEnum):
     LINKS = "links"
     """Assessments, decisions and approvals refer to each other by id and content address."""
     CHECKPOINT = "checkpoint"
-    """Checkpoint Merkle roots and note signatures (not verified by this version)."""
+    """Checkpoints: their place, Merkle roots, heads, notes and note signatures."""
     ANCHOR = "anchor"
-    """Tree heads the auditor holds from outside the file (not verified by this version)."""
+    """Tree heads the auditor holds from outside the file match the file's tree."""
+
+
+class SignatureCheck(StrEnum):
+    """Against which key the checkpoint notes' signatures were checked. Closed."""
+
+    GIVEN_KEY = "given_key"
+    """The auditor's key (``--public-key``): a valid signature shows who wrote the log."""
+    DECLARED_KEY = "declared_key"
+    """The key the run declares in ``/run``: consistency, not authorship."""
+    UNSIGNED = "unsigned"
+    """No key given, and the run declares none: nothing was signed."""
 
 
 class RunStatus(StrEnum):
@@ -163,6 +175,10 @@ class RunVerification:
         open_assessments: assessments with no decision yet; in a truncated
             run those the crash caught in flight, otherwise a problem each.
         signed: the ``/run`` record declares a signing key.
+        checkpoint_count: the ``/checkpoints`` records read.
+        signatures: against which key the notes' signatures were checked.
+        anchors_checked: the anchors given.
+        anchors_matched: those that match the file's tree.
 
     Raises:
         ValueError: the status contradicts the facts (problems, seal,
@@ -183,9 +199,20 @@ class RunVerification:
     run_id: str | None
     open_assessments: int
     signed: bool
+    checkpoint_count: int = 0
+    signatures: SignatureCheck = SignatureCheck.UNSIGNED
+    anchors_checked: int = 0
+    anchors_matched: int = 0
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "status", RunStatus(self.status))
+        object.__setattr__(self, "signatures", SignatureCheck(self.signatures))
+        if not 0 <= self.anchors_matched <= self.anchors_checked:
+            raise ValueError(
+                f"anchors_matched {self.anchors_matched} is outside 0..{self.anchors_checked}"
+            )
+        if self.status is not RunStatus.TAMPERED and self.anchors_matched != self.anchors_checked:
+            raise ValueError("a run that is not tampered matches every anchor given")
         object.__setattr__(self, "problems", tuple(self.problems))
         counts = FrozenCounts(self.per_topic_counts)
         object.__setattr__(self, "per_topic_counts", counts)
@@ -239,14 +266,40 @@ class RunVerification:
                 cut = "sealed, but the file is cut after the seal (it has no MCAP footer)"
             else:
                 cut = "not sealed: the run ends early, as a crash leaves it"
-            return f"truncated: {records}, {prefix}; {cut}; {_UNANCHORED_CUT}"
-        return f"intact: {records}, {prefix}, sealed; {_UNSIGNED}"
+            return f"truncated: {records}, {prefix}; {cut}; {self._anchoring()}"
+        anchored = f"; {self._anchoring()}" if self.anchors_checked else ""
+        return f"intact: {records}, {prefix}, sealed; {self._authorship()}{anchored}"
+
+    def _authorship(self) -> str:
+        count = self.checkpoint_count
+        checkpoints = f"{count} checkpoint note{'' if count == 1 else 's'}"
+        if self.signatures is SignatureCheck.GIVEN_KEY:
+            return (
+                f"{checkpoints} signed by the key given: no one without that key rewrote,"
+                " cut or re-sealed it"
+            )
+        if self.signatures is SignatureCheck.DECLARED_KEY:
+            verify = "verifies" if count == 1 else "verify"
+            return (
+                f"{checkpoints} {verify} against the key the run itself declares, which proves"
+                " consistency, not authorship (a forger can re-sign with a key of their own):"
+                " give --public-key to prove who wrote it"
+            )
+        return _UNSIGNED
+
+    def _anchoring(self) -> str:
+        if not self.anchors_checked:
+            return _UNANCHORED_CUT
+        return (
+            f"{self.anchors_matched} anchor{'' if self.anchors_matched == 1 else 's'} held"
+            " outside the file match its tree, so nothing they cover was cut or rewritten"
+        )
 
 
-# What the summary owns up to until checkpoints, signatures and anchors are checked.
+# What the summary owns up to when nothing outside the file vouches for it.
 _UNSIGNED: Final = (
-    "unsigned and unanchored, this shows the log is self-consistent, not who wrote it:"
-    " an edit followed by a recomputed chain would pass"
+    "unsigned: this shows the log is self-consistent, not who wrote it: an edit followed by"
+    " a recomputed chain and checkpoints would pass"
 )
 _UNANCHORED_CUT: Final = "without an anchor, a crash and a deliberate cut look the same"
 

@@ -12,28 +12,41 @@ channels, attachments, messages with their MCAP ``log_time`` and
 same channel ids, the attachment before the first message, chunked or not
 as the run's durability says, and every CRC — so that what a test changed
 is the only thing that differs. `rechain` recomputes ``seq``,
-``prev_sha256`` and the seal after an edit, as a forger would.
+``prev_sha256``, every checkpoint and the seal after an edit, as a forger
+without the signing key would.
 """
 
 from __future__ import annotations
 
+import base64
 import copy
 import json
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from mcap.records import Attachment, Channel, Message, Schema
 from mcap.stream_reader import StreamReader
 from mcap.writer import CompressionType, Writer
 
-from audit import Durability, McapAuditSink
+from audit import (
+    Checkpoint,
+    CompactRange,
+    Durability,
+    McapAuditSink,
+    NoteSigner,
+    checkpoint_origin,
+    format_note,
+    leaf_hash,
+    parse_note,
+)
 from runtime import Action, Decision, Gate, Policy, canonical_bytes, sha256_hex
 from runtime.testing import ManualClock
 from tests.records import approval
 from tests.runtime.conftest import POLICY
 
-__all__ = ["GateRun", "StoredMessage", "StoredRun", "write_gate_run"]
+__all__ = ["GateRun", "StoredMessage", "StoredRun", "forged_note", "write_gate_run"]
 
 SEQUENCE_MODULUS = 2**32
 
@@ -56,14 +69,20 @@ ACTIONS = (
 
 
 def write_gate_run(
-    path: Path, *, durability: Durability = "process", close: bool = True
+    path: Path,
+    *,
+    durability: Durability = "process",
+    close: bool = True,
+    signing_key: Ed25519PrivateKey | None = None,
 ) -> GateRun:
     """Write a run with every record type through the real gate and sink.
 
-    Records, in order: /run, five assessment+decision pairs (allow, deny,
-    pending, narrow, scrub), one approval of the pending decision, /seal.
+    Records, in order: /run, its checkpoint, five assessment+decision pairs
+    (allow, deny, pending, narrow, scrub), one approval of the pending
+    decision, the final checkpoint, /seal. Signed with ``signing_key`` if given.
     """
-    sink = McapAuditSink(path, durability=durability)
+    # A still clock: a machine that stalls for a second mid-run adds no time-based checkpoint.
+    sink = McapAuditSink(path, durability=durability, signing_key=signing_key, clock=ManualClock())
     gate = Gate(Policy.from_dict(POLICY), sink=sink, clock=ManualClock(step_ns=1_000))
     decisions = tuple(gate.check(action) for action in ACTIONS)
     pending = decisions[2]
@@ -197,29 +216,58 @@ class StoredRun:
         """The position of the ``nth`` message on ``topic``."""
         return [i for i, m in enumerate(self.messages) if m.topic == topic][nth]
 
+    def records_on(self, topic: str) -> list[dict[str, Any]]:
+        """The records on ``topic``, parsed, in file order."""
+        return [message.record for message in self.messages if message.topic == topic]
+
     def edit(self, position: int, **changes: Any) -> None:
         """Change fields of the record at ``position``; store it canonically, MCAP fields kept."""
         message = self.messages[position]
         self.messages[position] = message.with_record({**message.record, **changes})
 
-    def rechain(self, *, relink: bool = True) -> None:
-        """Recompute seq, prev_sha256, the seal and the MCAP fields, as a forger would.
+    def rechain(self, *, relink: bool = True, signer: NoteSigner | None = None) -> None:
+        """Recompute seq, prev_sha256, checkpoints, the seal and the MCAP fields, as a forger would.
+
+        Every checkpoint gets the tree size, root and head of the records
+        before it, and a note stating them. The forger has no signing key: a
+        note keeps the signature lines it had (valid only if its text did not
+        change), unless ``signer`` is given, a key of the forger's own, which
+        then signs every note and is declared in ``/run`` in place of the
+        run's key.
 
         Args:
             relink: also point every decision's ``assessment_sha256`` and every
                 approval's ``decision_sha256`` at the new addresses (a thorough
                 forger); without it only the chain itself is recomputed.
+            signer: re-sign with this key (and declare it), rather than keep
+                the old signature lines.
         """
         previous: str | None = None
         assessments: dict[str, str] = {}
         decisions: dict[str, str] = {}
+        tree = CompactRange()
+        run_id = ""
         for position, message in enumerate(self.messages):
             record = message.record
             record["seq"] = position
             record["prev_sha256"] = previous
+            if message.topic == "/run":
+                run_id = record.get("run_id", "")
+                if signer is not None:
+                    record["signing"] = {
+                        "key_id": signer.key_id,
+                        "key_name": signer.name,
+                        "public_key": base64.b64encode(signer.verifier.public_key).decode(),
+                    }
             if message.topic == "/seal":
                 record["record_count"] = position
                 record["head_sha256"] = previous
+            if message.topic == "/checkpoints":
+                root = tree.root()
+                record["tree_size"] = position
+                record["root_hash"] = root.hex()
+                record["head_sha256"] = previous
+                record["note"] = forged_note(record["note"], run_id, position, root, signer)
             decision_id = record.get("decision_id")
             if relink and message.topic == "/decisions" and record["assessment_sha256"]:
                 record["assessment_sha256"] = assessments.get(
@@ -233,8 +281,23 @@ class StoredRun:
                 publish_time=record["stamp_ns"],
                 sequence=position % SEQUENCE_MODULUS,
             )
-            previous = sha256_hex(self.messages[position].data)
+            data = self.messages[position].data
+            tree.append(leaf_hash(data))
+            previous = sha256_hex(data)
             if message.topic == "/assessments":
                 assessments[decision_id] = previous
             elif message.topic == "/decisions":
                 decisions[decision_id] = previous
+
+
+def forged_note(
+    old: str, run_id: str, tree_size: int, root: bytes, signer: NoteSigner | None
+) -> str:
+    """The note a forger writes for a recomputed tree head: the old signature lines kept."""
+    text = Checkpoint(checkpoint_origin(run_id), tree_size, root).text()
+    if signer is not None:
+        return format_note(text, (signer,))
+    signatures = parse_note(old).signatures
+    if not signatures:
+        return text
+    return text + "\n" + "".join(signature.line for signature in signatures)

@@ -2,7 +2,7 @@
 
 `test_verify_run` shows each check catching its tamper in a real file; this
 module pins the rules themselves, including the cases a small real run
-cannot reach (``seq`` past 2^32, a ``/checkpoints`` record, every way a
+cannot reach (``seq`` past 2^32, an unknown topic, every way a
 decision, an assessment and an approval can disagree).
 """
 
@@ -18,7 +18,6 @@ import pytest
 from analysis import IntegrityCheck, RunProblem
 from analysis._run_facts import RecordFacts, RunEnd, read_facts, shown
 from analysis._verify_chain import KnownTopicsCheck, McapFieldsCheck, SeqCheck
-from analysis._verify_checkpoints import CheckpointCheck
 from analysis._verify_links import DecisionLinkCheck
 from audit import TOPICS, LoggedRecord
 from runtime import canonical_bytes, make_uuid7, sha256_hex
@@ -48,10 +47,33 @@ def facts(
         sha256=sha256_hex(data),
         record=MappingProxyType(full),
         problem=None,
+        publish_time_ns=full["stamp_ns"],
+        channel_id=1,
+        offset=position,
+        offset_in_chunk=None,
     )
     result, problems = read_facts(position, logged, TOPICS)
     assert [p for p in problems if p.check is not C.SCHEMA] == []
     return result
+
+
+def stored_record(
+    topic: str, data: bytes, record: Mapping[str, Any] | None, problem: str | None
+) -> LoggedRecord:
+    """A record as the reader returns it, MCAP times and sequence 1."""
+    return LoggedRecord(
+        topic=topic,
+        log_time_ns=1,
+        sequence=1,
+        data=data,
+        sha256=sha256_hex(data),
+        record=record,
+        problem=problem,
+        publish_time_ns=1,
+        channel_id=1,
+        offset=0,
+        offset_in_chunk=None,
+    )
 
 
 def messages(problems: Iterable[RunProblem]) -> list[str]:
@@ -393,15 +415,7 @@ def test_mcap_sequence_wraps_at_2_to_the_32() -> None:
 
 
 def test_mcap_fields_of_an_unreadable_record_are_not_compared() -> None:
-    logged = LoggedRecord(
-        topic="/decisions",
-        log_time_ns=1,
-        sequence=1,
-        data=b"x",
-        sha256=sha256_hex(b"x"),
-        record=None,
-        problem="not JSON",
-    )
+    logged = stored_record("/decisions", b"x", None, "not JSON")
     unreadable, _ = read_facts(3, logged, TOPICS)
 
     assert list(McapFieldsCheck().visit(unreadable)) == []
@@ -443,29 +457,6 @@ def test_a_record_on_a_topic_the_verifier_does_not_know_is_not_verified() -> Non
     assert list(check.finish(END_SEALED)) == []
 
 
-def test_checkpoint_records_do_not_let_a_key_pass() -> None:
-    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
-
-    check = CheckpointCheck(Ed25519PrivateKey.generate().public_key(), ["note\n"])
-    check.visit(facts(1, "/checkpoints", {"schema": "ghost.checkpoint/1", "stamp_ns": 1}))
-    check.visit(facts(2, "/decisions", decision(ID_1, None)))
-
-    problems = list(check.finish(END_SEALED))
-
-    assert [p.check for p in problems] == [C.CHECKPOINT, C.ANCHOR]
-    assert "the run holds 1 checkpoint record(s), but this version of the verifier does not" in (
-        problems[0].message
-    )
-    assert "anchor 1 of 1 was not checked" in problems[1].message
-
-
-def test_no_key_and_no_anchor_ask_for_nothing() -> None:
-    check = CheckpointCheck(None, ())
-    check.visit(facts(1, "/checkpoints", {"schema": "ghost.checkpoint/1", "stamp_ns": 1}))
-
-    assert list(check.finish(END_SEALED)) == []
-
-
 # --- what a message may show ----------------------------------------------------------------
 
 
@@ -493,7 +484,7 @@ def test_a_message_shows_only_validated_values(value: object, text: str) -> None
 
 def test_a_record_that_the_reader_could_not_parse_says_why() -> None:
     def unreadable(problem: str | None) -> str:
-        logged = LoggedRecord("/seal", 1, 1, b"x", sha256_hex(b"x"), None, problem)
+        logged = stored_record("/seal", b"x", None, problem)
         _, problems = read_facts(0, logged, TOPICS)
         assert [p.check for p in problems] == [C.JSON]
         return problems[0].message
@@ -507,9 +498,7 @@ def test_a_record_that_the_reader_could_not_parse_says_why() -> None:
 def test_a_long_reason_for_no_canonical_form_is_clipped() -> None:
     huge = 10**200  # parses as JSON, but no record may hold it
     data = canonical_bytes({"schema": "ghost.seal/1"})[:-1] + f',"stamp_ns":{huge}}}'.encode()
-    logged = LoggedRecord(
-        "/seal", 1, 1, data, sha256_hex(data), MappingProxyType(json.loads(data)), None
-    )
+    logged = stored_record("/seal", data, MappingProxyType(json.loads(data)), None)
 
     _, problems = read_facts(0, logged, TOPICS)
 

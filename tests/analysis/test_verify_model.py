@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from analysis import IntegrityCheck, RunProblem, RunStatus, RunVerification
+from analysis import IntegrityCheck, RunProblem, RunStatus, RunVerification, SignatureCheck
 from analysis._verify_model import MAX_LISTED_PROBLEMS, status_of
 
 PROBLEM = RunProblem(IntegrityCheck.CHAIN, "it is wrong", position=4, seq=4, topic="/decisions")
@@ -131,10 +131,47 @@ def test_the_summary_of_a_truncated_run() -> None:
 
 def test_the_summary_of_an_intact_run_owns_up_to_what_it_cannot_show() -> None:
     assert make().summary == (
-        "intact: 3 records, seq 0-2 verify as a linked chain, sealed; unsigned and unanchored,"
-        " this shows the log is self-consistent, not who wrote it: an edit followed by a"
-        " recomputed chain would pass"
+        "intact: 3 records, seq 0-2 verify as a linked chain, sealed; unsigned: this shows the"
+        " log is self-consistent, not who wrote it: an edit followed by a recomputed chain and"
+        " checkpoints would pass"
     )
+
+
+def test_the_summary_says_against_which_key_the_notes_were_checked() -> None:
+    given = make(checkpoint_count=2, signatures=SignatureCheck.GIVEN_KEY).summary
+    declared = make(checkpoint_count=1, signatures=SignatureCheck.DECLARED_KEY).summary
+
+    assert given.endswith(
+        "sealed; 2 checkpoint notes signed by the key given: no one without that key rewrote,"
+        " cut or re-sealed it"
+    )
+    assert declared.endswith(
+        "sealed; 1 checkpoint note verifies against the key the run itself declares, which"
+        " proves consistency, not authorship (a forger can re-sign with a key of their own):"
+        " give --public-key to prove who wrote it"
+    )
+
+
+def test_the_summary_counts_the_anchors_that_match() -> None:
+    one = make(anchors_checked=1, anchors_matched=1).summary
+    two = make(anchors_checked=2, anchors_matched=2, status=RunStatus.TRUNCATED, truncated=True)
+
+    assert one.endswith(
+        "; 1 anchor held outside the file match its tree, so nothing they cover was cut or"
+        " rewritten"
+    )
+    assert two.summary.endswith(
+        "; 2 anchors held outside the file match its tree, so nothing they cover was cut or"
+        " rewritten"
+    )
+    assert "look the same" not in two.summary
+
+
+def test_anchors_that_do_not_match_make_a_run_tampered() -> None:
+    with pytest.raises(ValueError, match="matches every anchor given"):
+        make(anchors_checked=2, anchors_matched=1)
+    with pytest.raises(ValueError, match=r"outside 0\.\.1"):
+        make(anchors_checked=1, anchors_matched=2)
 
 
 def test_a_summary_with_no_verified_record() -> None:

@@ -1,24 +1,30 @@
 """The tamper catalog (issue 6): every edit of a real run, and what ``ghost verify`` says about it.
 
 The runs are written through the real stack (`Gate`, `Policy`,
-`McapAuditSink`) and hold every record type: ``/run``, assessments,
-decisions of all five verdicts, an approval, the seal. Each tamper is
+`McapAuditSink`, signed with an Ed25519 key) and hold every record type:
+``/run``, its checkpoint, assessments, decisions of all five verdicts, an
+approval, the final checkpoint, the seal. Each tamper is
 applied to a faithful copy (`StoredRun`: same channels, every CRC fresh, so
 the tamper is the only thing wrong) or to the sink's own bytes, and then
-``ghost verify`` must exit 3 with a line that names the record touched:
-its ``seq`` and topic, and its decision id where it has one.
+``ghost verify --public-key`` must exit 3 with a line that names the record
+touched: its ``seq`` and topic, and its decision id where it has one.
 
 * The full matrix runs in-process through `analysis._cli.main` (fast); a
   representative subset runs the real ``ghost`` console script.
 * A bare tail cut is truncation (exit 4), at every record boundary and a
-  dense sample of bytes; the untouched run is intact (exit 0).
-* Edit-and-re-chain forgeries recompute ``seq``, ``prev_sha256`` and the
-  seal (and, for the thorough forger, every ``assessment_sha256`` and
-  ``decision_sha256``). Those still caught are caught by what the forger
-  cannot recompute consistently — a decision/assessment/approval link, the
-  policy attachment. Those no single unsigned file can reveal are marked
-  ``xfail(strict=True)``: they must start passing, and be un-marked, when
-  signed checkpoints and anchors land (issue 6 items 2, 3 and 5).
+  dense sample of bytes — and tampering (exit 3) with an anchor from a
+  checkpoint the cut removed; the untouched run is intact (exit 0).
+* Edit-and-re-chain forgeries recompute ``seq``, ``prev_sha256``, every
+  checkpoint (tree size, root, head, note) and the seal (and, for the
+  thorough forger, every ``assessment_sha256`` and ``decision_sha256``),
+  without the signing key. On the signed run, with ``--public-key``, every
+  one is caught by the notes' signatures. On an unsigned run, those still
+  caught are caught by what the forger cannot recompute consistently — a
+  decision/assessment/approval link, the policy attachment; those no
+  unsigned file can reveal are strict xfails, documenting what an unsigned,
+  unanchored log cannot prove. A forger who re-signs with a key of their
+  own passes without ``--public-key`` (consistency, not authorship) and is
+  caught with it.
 """
 
 from __future__ import annotations
@@ -27,15 +33,17 @@ import json
 import subprocess
 import uuid
 import zlib
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 import pytest
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from analysis._cli import main
-from audit import SCHEMAS, TOPICS, Durability
+from audit import SCHEMAS, TOPICS, Durability, NoteSigner
 from runtime import canonical_bytes, make_uuid7, sha256_hex
 from tests.analysis.stored_run import StoredMessage, StoredRun, write_gate_run
 from tests.e2e.test_cli import GHOST_SCRIPT
@@ -43,30 +51,49 @@ from tests.e2e.test_cli import GHOST_SCRIPT
 # The shape of a gate run (`write_gate_run`): one topic per position.
 SHAPE = (
     "/run",
+    "/checkpoints",
     *("/assessments", "/decisions") * 5,
     "/approvals",
+    "/checkpoints",
     "/seal",
 )
 LAST = len(SHAPE) - 1
-D_PENDING, APPROVAL = 6, 11
+FIRST_CHECKPOINT, FINAL_CHECKPOINT = 1, LAST - 1
+A_ALLOW, D_ALLOW, A_DENY, D_DENY, A_PENDING, D_PENDING = range(2, 8)
+APPROVAL = 12
 ONLY_SIGNATURES = pytest.mark.xfail(
     strict=True,
     raises=AssertionError,
-    reason="only signed checkpoints (issue 6 item 3) reveal a thorough re-chaining: extend then",
+    reason="an unsigned log cannot reveal a thorough re-chaining: only a signature does",
 )
 ONLY_ANCHORS = pytest.mark.xfail(
     strict=True,
     raises=AssertionError,
-    reason="only an anchor (issue 6 item 5) reveals a cut tail that was re-sealed",
+    reason="an unsigned, unanchored log cannot reveal a cut tail that was re-sealed",
 )
+KEY = Ed25519PrivateKey.generate()
+
+
+def write_public_key(path: Path, key: Ed25519PrivateKey) -> Path:
+    public = key.public_key().public_bytes(
+        serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
+    )
+    path.write_bytes(public)
+    return path
+
+
+@pytest.fixture(scope="module")
+def public_pem(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The public half of the key the catalog's runs are signed with."""
+    return write_public_key(tmp_path_factory.mktemp("key") / "ghost.pub.pem", KEY)
 
 
 @pytest.fixture(scope="module", params=["process", "chunk"])
 def sink_file(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A run as the sink wrote it, in each durability mode that lays the file out differently."""
+    """A signed run as the sink wrote it, in each durability mode (each lays files out its way)."""
     mode: Durability = request.param
     directory = tmp_path_factory.mktemp(f"catalog-{mode}")
-    return write_gate_run(directory / "run.mcap", durability=mode).path
+    return write_gate_run(directory / "run.mcap", durability=mode, signing_key=KEY).path
 
 
 @pytest.fixture(scope="module")
@@ -77,22 +104,45 @@ def base(sink_file: Path) -> StoredRun:
     return stored
 
 
+@pytest.fixture(scope="module")
+def unsigned_base(tmp_path_factory: pytest.TempPathFactory) -> StoredRun:
+    """An unsigned run's contents: what re-chaining can forge without a signature to break."""
+    path = write_gate_run(tmp_path_factory.mktemp("catalog-unsigned") / "run.mcap").path
+    stored = StoredRun.load(path)
+    assert tuple(message.topic for message in stored.messages) == SHAPE
+    return stored
+
+
 @dataclass(frozen=True)
 class Verdict:
     code: int
     lines: list[str]
 
 
-def verify(path: Path, capsys: pytest.CaptureFixture[str]) -> Verdict:
-    code = main(["verify", "--mcap", str(path)])
+def verify(
+    path: Path,
+    capsys: pytest.CaptureFixture[str],
+    key: Path | None = None,
+    anchors: Sequence[Path] = (),
+) -> Verdict:
+    """``ghost verify`` in-process, with the run's public key unless told otherwise."""
+    args = ["verify", "--mcap", str(path)]
+    if key is not None:
+        args += ["--public-key", str(key)]
+    for anchor in anchors:
+        args += ["--anchor", str(anchor)]
+    code = main(args)
     captured = capsys.readouterr()
     assert captured.err == ""
     return Verdict(code, captured.out.splitlines())
 
 
-def verify_script(path: Path) -> Verdict:
+def verify_script(path: Path, key: Path) -> Verdict:
     result = subprocess.run(
-        [GHOST_SCRIPT, "verify", "--mcap", path], capture_output=True, timeout=120, check=False
+        [GHOST_SCRIPT, "verify", "--mcap", path, "--public-key", key],
+        capture_output=True,
+        timeout=120,
+        check=False,
     )
     assert b"Traceback" not in result.stderr
     return Verdict(result.returncode, result.stdout.decode().splitlines())
@@ -163,13 +213,18 @@ FIELD_CASES = [
 
 @pytest.mark.parametrize(("position", "name"), FIELD_CASES)
 def test_changing_any_field_of_any_record_is_caught(
-    base: StoredRun, tmp_path: Path, capsys: pytest.CaptureFixture[str], position: int, name: str
+    base: StoredRun,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    public_pem: Path,
+    position: int,
+    name: str,
 ) -> None:
     run = base.copy()
     original = run.messages[position]
     run.edit(position, **{name: changed(name, original.record[name])})
 
-    verdict = verify(run.write(tmp_path / "t.mcap"), capsys)
+    verdict = verify(run.write(tmp_path / "t.mcap"), capsys, public_pem)
 
     assert verdict.code == 3, verdict.lines
     assert_names(verdict, original, position, run.messages[position])
@@ -180,16 +235,20 @@ def test_changing_any_field_of_any_record_is_caught(
 
 @pytest.mark.parametrize("position", range(len(SHAPE)))
 def test_deleting_any_record_is_caught(
-    base: StoredRun, tmp_path: Path, capsys: pytest.CaptureFixture[str], position: int
+    base: StoredRun,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    public_pem: Path,
+    position: int,
 ) -> None:
     run = base.copy()
     del run.messages[position]
 
-    verdict = verify(run.write(tmp_path / "t.mcap"), capsys)
+    verdict = verify(run.write(tmp_path / "t.mcap"), capsys, public_pem)
 
     assert verdict.code == 3, verdict.lines
     if position == 0:
-        expected = "problem: seq 1 /assessments"  # now first, where /run should be
+        expected = "problem: seq 1 /checkpoints"  # now first, where /run should be
         assert any(line.startswith(expected) and "run: the first" in line for line in verdict.lines)
     elif position == LAST:
         assert any("holds no readable /seal record" in line for line in verdict.lines)
@@ -201,20 +260,24 @@ def test_deleting_any_record_is_caught(
 
 def forged_decision(base: StoredRun) -> StoredMessage:
     """A well-formed decision for a decision that never happened, canonically stored."""
-    template = base.messages[2]
+    template = base.messages[D_ALLOW]
     record = {**template.record, "decision_id": make_uuid7(1), "verdict": "allow"}
     return template.with_record(record)
 
 
 @pytest.mark.parametrize("position", range(1, len(SHAPE)))
 def test_inserting_a_record_anywhere_is_caught(
-    base: StoredRun, tmp_path: Path, capsys: pytest.CaptureFixture[str], position: int
+    base: StoredRun,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    public_pem: Path,
+    position: int,
 ) -> None:
     run = base.copy()
     forged = forged_decision(base)
     run.messages.insert(position, forged)
 
-    verdict = verify(run.write(tmp_path / "t.mcap"), capsys)
+    verdict = verify(run.write(tmp_path / "t.mcap"), capsys, public_pem)
 
     assert verdict.code == 3, verdict.lines
     assert_names(verdict, forged, position)
@@ -222,12 +285,16 @@ def test_inserting_a_record_anywhere_is_caught(
 
 @pytest.mark.parametrize("position", range(len(SHAPE)))
 def test_duplicating_any_record_is_caught(
-    base: StoredRun, tmp_path: Path, capsys: pytest.CaptureFixture[str], position: int
+    base: StoredRun,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    public_pem: Path,
+    position: int,
 ) -> None:
     run = base.copy()
     run.messages.insert(position + 1, replace(run.messages[position]))
 
-    verdict = verify(run.write(tmp_path / "t.mcap"), capsys)
+    verdict = verify(run.write(tmp_path / "t.mcap"), capsys, public_pem)
 
     assert verdict.code == 3, verdict.lines
     assert_names(verdict, base.messages[position], position)
@@ -235,38 +302,42 @@ def test_duplicating_any_record_is_caught(
 
 @pytest.mark.parametrize("position", range(len(SHAPE) - 1))
 def test_swapping_any_two_neighbours_is_caught(
-    base: StoredRun, tmp_path: Path, capsys: pytest.CaptureFixture[str], position: int
+    base: StoredRun,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    public_pem: Path,
+    position: int,
 ) -> None:
     run = base.copy()
     messages = run.messages
     messages[position], messages[position + 1] = messages[position + 1], messages[position]
 
-    verdict = verify(run.write(tmp_path / "t.mcap"), capsys)
+    verdict = verify(run.write(tmp_path / "t.mcap"), capsys, public_pem)
 
     assert verdict.code == 3, verdict.lines
     assert_names(verdict, base.messages[position], position)
 
 
 def test_two_decisions_swapped_are_caught(
-    base: StoredRun, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    base: StoredRun, tmp_path: Path, capsys: pytest.CaptureFixture[str], public_pem: Path
 ) -> None:
     run = base.copy()
     messages = run.messages
-    messages[2], messages[4] = messages[4], messages[2]
+    messages[D_ALLOW], messages[D_DENY] = messages[D_DENY], messages[D_ALLOW]
 
-    verdict = verify(run.write(tmp_path / "t.mcap"), capsys)
+    verdict = verify(run.write(tmp_path / "t.mcap"), capsys, public_pem)
 
     assert verdict.code == 3
-    assert_names(verdict, base.messages[2], 2)
-    assert_names(verdict, base.messages[4], 4)
+    assert_names(verdict, base.messages[D_ALLOW], D_ALLOW)
+    assert_names(verdict, base.messages[D_DENY], D_DENY)
 
 
 def test_a_forged_pair_appended_after_the_seal_is_caught(
-    base: StoredRun, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    base: StoredRun, tmp_path: Path, capsys: pytest.CaptureFixture[str], public_pem: Path
 ) -> None:
     run = base.copy()
     seal_address = sha256_hex(run.messages[LAST].data)
-    assessment = run.messages[1].record
+    assessment = run.messages[A_ALLOW].record
     decision_id = make_uuid7(2)
     forged_a = {
         **assessment,
@@ -276,16 +347,17 @@ def test_a_forged_pair_appended_after_the_seal_is_caught(
     }
     a_data = canonical_bytes(forged_a)
     forged_d = {
-        **run.messages[2].record,
+        **run.messages[D_ALLOW].record,
         "decision_id": decision_id,
         "seq": LAST + 2,
         "prev_sha256": sha256_hex(a_data),
         "assessment_sha256": sha256_hex(a_data),
     }
-    for record, template in ((forged_a, run.messages[1]), (forged_d, run.messages[2])):
+    templates = ((forged_a, run.messages[A_ALLOW]), (forged_d, run.messages[D_ALLOW]))
+    for record, template in templates:
         run.messages.append(replace(template.with_record(record), sequence=record["seq"]))
 
-    verdict = verify(run.write(tmp_path / "t.mcap"), capsys)
+    verdict = verify(run.write(tmp_path / "t.mcap"), capsys, public_pem)
 
     assert verdict.code == 3
     assert_names(verdict, run.messages[LAST + 1], LAST + 1)
@@ -297,14 +369,18 @@ def test_a_forged_pair_appended_after_the_seal_is_caught(
 
 @pytest.mark.parametrize("position", range(len(SHAPE)))
 def test_re_encoding_any_record_non_canonically_is_caught(
-    base: StoredRun, tmp_path: Path, capsys: pytest.CaptureFixture[str], position: int
+    base: StoredRun,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    public_pem: Path,
+    position: int,
 ) -> None:
     run = base.copy()
     record = run.messages[position].record
     run.messages[position].data = json.dumps(record, ensure_ascii=True, sort_keys=False).encode()
     assert run.messages[position].data != base.messages[position].data
 
-    verdict = verify(run.write(tmp_path / "t.mcap"), capsys)
+    verdict = verify(run.write(tmp_path / "t.mcap"), capsys, public_pem)
 
     assert verdict.code == 3
     assert_names(verdict, run.messages[position], position)
@@ -317,6 +393,7 @@ def test_changing_log_time_or_sequence_of_any_record_is_caught(
     base: StoredRun,
     tmp_path: Path,
     capsys: pytest.CaptureFixture[str],
+    public_pem: Path,
     position: int,
     field: str,
 ) -> None:
@@ -324,7 +401,7 @@ def test_changing_log_time_or_sequence_of_any_record_is_caught(
     message = run.messages[position]
     setattr(message, field, getattr(message, field) + 1)
 
-    verdict = verify(run.write(tmp_path / "t.mcap"), capsys)
+    verdict = verify(run.write(tmp_path / "t.mcap"), capsys, public_pem)
 
     assert verdict.code == 3
     assert_names(verdict, message, position)
@@ -347,7 +424,7 @@ def offsets_of(data: bytes, opcode: int) -> list[int]:
 
 
 def test_zeroing_the_data_crc_is_caught(
-    sink_file: Path, base: StoredRun, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    sink_file: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], public_pem: Path
 ) -> None:
     data = bytearray(sink_file.read_bytes())
     (data_end,) = offsets_of(bytes(data), 0x0F)
@@ -355,20 +432,19 @@ def test_zeroing_the_data_crc_is_caught(
     path = tmp_path / "t.mcap"
     path.write_bytes(data)
 
-    verdict = verify(path, capsys)
+    verdict = verify(path, capsys, public_pem)
 
     assert verdict.code == 3
-    assert any(
-        line.startswith("problem: file: file: its data-section CRC is zero")
-        for line in verdict.lines
+    assert verdict.lines[0] == (
+        f"problem: file: file: the data-section CRC (DataEnd at byte {data_end}) is zero,"
+        " but ghost always writes it: the file was altered after it was written"
     )
 
 
 def test_zeroing_a_chunk_crc_is_caught(
-    sink_file: Path, base: StoredRun, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    sink_file: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], public_pem: Path
 ) -> None:
-    if not base.chunked:
-        pytest.skip("only a chunked run has chunk CRCs")
+    # Every durability mode writes indexed chunks.
     data = bytearray(sink_file.read_bytes())
     chunk = offsets_of(bytes(data), 0x06)[0]
     data[chunk + 33 : chunk + 37] = bytes(4)
@@ -377,15 +453,15 @@ def test_zeroing_a_chunk_crc_is_caught(
     path = tmp_path / "t.mcap"
     path.write_bytes(data)
 
-    verdict = verify(path, capsys)
+    verdict = verify(path, capsys, public_pem)
 
     assert verdict.code == 3
-    assert verdict.lines[0].startswith("problem: file: file: chunk 1 has a zero CRC")
+    assert verdict.lines[0].startswith(f"problem: file: file: the CRC of the chunk at byte {chunk}")
 
 
 @pytest.mark.parametrize("how", ["altered", "removed", "replaced"])
 def test_altering_or_removing_the_policy_attachment_is_caught(
-    base: StoredRun, tmp_path: Path, capsys: pytest.CaptureFixture[str], how: str
+    base: StoredRun, tmp_path: Path, capsys: pytest.CaptureFixture[str], public_pem: Path, how: str
 ) -> None:
     run = base.copy()
     policy = run.attachments[0]
@@ -396,7 +472,7 @@ def test_altering_or_removing_the_policy_attachment_is_caught(
     else:
         run.attachments[0] = replace(policy, data=b'policy_id = "x"\ndefault = "allow"\n')
 
-    verdict = verify(run.write(tmp_path / "t.mcap"), capsys)
+    verdict = verify(run.write(tmp_path / "t.mcap"), capsys, public_pem)
 
     assert verdict.code == 3
     assert any(line.startswith("problem: seq 0 /run: attachment:") for line in verdict.lines)
@@ -404,13 +480,17 @@ def test_altering_or_removing_the_policy_attachment_is_caught(
 
 @pytest.mark.parametrize("topic", list(TOPICS))
 def test_emptying_any_channel_schema_is_caught(
-    base: StoredRun, tmp_path: Path, capsys: pytest.CaptureFixture[str], topic: str
+    base: StoredRun,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    public_pem: Path,
+    topic: str,
 ) -> None:
     run = base.copy()
     index = next(i for i, s in enumerate(run.schemas) if s.name == TOPICS[topic])
     run.schemas[index] = replace(run.schemas[index], data=b"")
 
-    verdict = verify(run.write(tmp_path / "t.mcap"), capsys)
+    verdict = verify(run.write(tmp_path / "t.mcap"), capsys, public_pem)
 
     assert verdict.code == 3
     assert any(f"is named {TOPICS[topic]} but does not carry" in line for line in verdict.lines)
@@ -423,11 +503,11 @@ Forgery = Callable[[StoredRun], None]
 
 
 def edit_assessment(run: StoredRun) -> None:
-    run.edit(3, agent="someone-else")
+    run.edit(A_DENY, agent="someone-else")
 
 
 def flip_verdict(run: StoredRun) -> None:
-    run.edit(4, verdict="allow")  # the deny decision
+    run.edit(D_DENY, verdict="allow")
 
 
 def flip_pending(run: StoredRun) -> None:
@@ -435,7 +515,7 @@ def flip_pending(run: StoredRun) -> None:
 
 
 def edit_last_decision(run: StoredRun) -> None:
-    run.edit(10, reason="nothing to see here")
+    run.edit(APPROVAL - 1, reason="nothing to see here")
 
 
 def point_run_at_another_policy(run: StoredRun) -> None:
@@ -443,75 +523,119 @@ def point_run_at_another_policy(run: StoredRun) -> None:
 
 
 def delete_a_pair(run: StoredRun) -> None:
-    del run.messages[3:5]
+    del run.messages[A_DENY : D_DENY + 1]
 
 
 def delete_the_pending_pair(run: StoredRun) -> None:
-    del run.messages[5:7]
+    del run.messages[A_PENDING : D_PENDING + 1]
 
 
 def delete_a_decision(run: StoredRun) -> None:
-    del run.messages[4]
+    del run.messages[D_DENY]
 
 
 def duplicate_a_pair(run: StoredRun) -> None:
-    run.messages[5:5] = [replace(m) for m in run.messages[3:5]]
+    run.messages[A_PENDING:A_PENDING] = [replace(m) for m in run.messages[A_DENY : D_DENY + 1]]
 
 
 def insert_a_forged_pair(run: StoredRun) -> None:
     decision_id = make_uuid7(3)
-    pair = [m.with_record({**m.record, "decision_id": decision_id}) for m in run.messages[1:3]]
-    run.messages[9:9] = pair
+    pair = [
+        m.with_record({**m.record, "decision_id": decision_id})
+        for m in run.messages[A_ALLOW : D_ALLOW + 1]
+    ]
+    run.messages[APPROVAL - 2 : APPROVAL - 2] = pair
 
 
 def swap_two_pairs(run: StoredRun) -> None:
-    run.messages[1:3], run.messages[7:9] = run.messages[7:9], run.messages[1:3]
+    first, second = slice(A_ALLOW, D_ALLOW + 1), slice(APPROVAL - 4, APPROVAL - 2)
+    run.messages[first], run.messages[second] = run.messages[second], run.messages[first]
 
 
 def edit_decision_policy(run: StoredRun) -> None:
-    run.edit(4, policy_sha256="e" * 64)
+    run.edit(D_DENY, policy_sha256="e" * 64)
 
 
 def cut_and_reseal(run: StoredRun) -> None:
-    del run.messages[7:LAST]
+    del run.messages[A_PENDING + 2 : FINAL_CHECKPOINT]
 
 
-@pytest.mark.parametrize(
-    ("forgery", "relink"),
-    [
-        # Caught: the forger re-chains but leaves a link pointing at the old record.
-        pytest.param(edit_assessment, False, id="assessment-chain-only"),
-        pytest.param(flip_verdict, False, id="verdict-chain-only"),
-        pytest.param(delete_a_pair, False, id="delete-pair-chain-only"),
-        # Caught even from a thorough forger: what no re-chaining makes consistent.
-        pytest.param(flip_pending, True, id="approved-decision-relinked"),
-        pytest.param(point_run_at_another_policy, True, id="run-policy-relinked"),
-        pytest.param(delete_the_pending_pair, True, id="approved-pair-deleted-relinked"),
-        pytest.param(delete_a_decision, True, id="decision-deleted-relinked"),
-        pytest.param(duplicate_a_pair, True, id="pair-duplicated-relinked"),
-        pytest.param(edit_decision_policy, True, id="decision-policy-relinked"),
-        # Not caught by any check a single unsigned file allows.
-        pytest.param(
-            edit_last_decision, False, id="last-decision-chain-only", marks=ONLY_SIGNATURES
-        ),
-        pytest.param(edit_assessment, True, id="assessment-relinked", marks=ONLY_SIGNATURES),
-        pytest.param(flip_verdict, True, id="verdict-relinked", marks=ONLY_SIGNATURES),
-        pytest.param(delete_a_pair, True, id="pair-deleted-relinked", marks=ONLY_SIGNATURES),
-        pytest.param(
-            insert_a_forged_pair, True, id="pair-inserted-relinked", marks=ONLY_SIGNATURES
-        ),
-        pytest.param(swap_two_pairs, True, id="pairs-swapped-relinked", marks=ONLY_SIGNATURES),
-        pytest.param(cut_and_reseal, True, id="tail-cut-resealed", marks=ONLY_ANCHORS),
-    ],
-)
-def test_edit_and_re_chain(
+def insert_a_checkpoint(run: StoredRun) -> None:
+    run.messages.insert(A_PENDING, replace(run.messages[FIRST_CHECKPOINT]))
+
+
+def delete_the_first_checkpoint(run: StoredRun) -> None:
+    del run.messages[FIRST_CHECKPOINT]
+
+
+def delete_the_final_checkpoint(run: StoredRun) -> None:
+    del run.messages[FINAL_CHECKPOINT]
+
+
+FORGERIES: dict[str, tuple[Forgery, bool]] = {
+    "assessment-chain-only": (edit_assessment, False),
+    "verdict-chain-only": (flip_verdict, False),
+    "delete-pair-chain-only": (delete_a_pair, False),
+    "approved-decision-relinked": (flip_pending, True),
+    "run-policy-relinked": (point_run_at_another_policy, True),
+    "approved-pair-deleted-relinked": (delete_the_pending_pair, True),
+    "decision-deleted-relinked": (delete_a_decision, True),
+    "pair-duplicated-relinked": (duplicate_a_pair, True),
+    "decision-policy-relinked": (edit_decision_policy, True),
+    "last-decision-chain-only": (edit_last_decision, False),
+    "assessment-relinked": (edit_assessment, True),
+    "verdict-relinked": (flip_verdict, True),
+    "pair-deleted-relinked": (delete_a_pair, True),
+    "pair-inserted-relinked": (insert_a_forged_pair, True),
+    "pairs-swapped-relinked": (swap_two_pairs, True),
+    "tail-cut-resealed": (cut_and_reseal, True),
+    "checkpoint-inserted-relinked": (insert_a_checkpoint, True),
+    "first-checkpoint-deleted-relinked": (delete_the_first_checkpoint, True),
+    "final-checkpoint-deleted-relinked": (delete_the_final_checkpoint, True),
+}
+
+
+@pytest.mark.parametrize("name", list(FORGERIES))
+def test_edit_and_re_chain_of_a_signed_run_is_caught_with_its_key(
     base: StoredRun,
     tmp_path: Path,
     capsys: pytest.CaptureFixture[str],
-    forgery: Forgery,
-    relink: bool,
+    public_pem: Path,
+    name: str,
 ) -> None:
+    forgery, relink = FORGERIES[name]
     run = base.copy()
+    forgery(run)
+    run.rechain(relink=relink)
+
+    verdict = verify(run.write(tmp_path / "t.mcap"), capsys, public_pem)
+
+    assert verdict.code == 3, verdict.lines
+    assert any(line.startswith("problem: seq ") for line in verdict.lines), verdict.lines
+
+
+# What an unsigned log cannot reveal: the cases its own consistency does not give away.
+UNSIGNED_MARKS = {
+    "last-decision-chain-only": ONLY_SIGNATURES,
+    "assessment-relinked": ONLY_SIGNATURES,
+    "verdict-relinked": ONLY_SIGNATURES,
+    "pair-deleted-relinked": ONLY_SIGNATURES,
+    "pair-inserted-relinked": ONLY_SIGNATURES,
+    "pairs-swapped-relinked": ONLY_SIGNATURES,
+    "checkpoint-inserted-relinked": ONLY_SIGNATURES,
+    "tail-cut-resealed": ONLY_ANCHORS,
+}
+
+
+@pytest.mark.parametrize(
+    "name",
+    [pytest.param(name, marks=UNSIGNED_MARKS.get(name, ()), id=name) for name in FORGERIES],
+)
+def test_edit_and_re_chain_of_an_unsigned_run(
+    unsigned_base: StoredRun, tmp_path: Path, capsys: pytest.CaptureFixture[str], name: str
+) -> None:
+    forgery, relink = FORGERIES[name]
+    run = unsigned_base.copy()
     forgery(run)
     run.rechain(relink=relink)
 
@@ -521,17 +645,48 @@ def test_edit_and_re_chain(
     assert any(line.startswith("problem: seq ") for line in verdict.lines), verdict.lines
 
 
+def test_a_forger_who_re_signs_with_a_key_of_their_own_is_caught_only_by_the_key(
+    base: StoredRun, tmp_path: Path, capsys: pytest.CaptureFixture[str], public_pem: Path
+) -> None:
+    run = base.copy()
+    flip_verdict(run)
+    run.rechain(signer=NoteSigner(Ed25519PrivateKey.generate()))
+    path = run.write(tmp_path / "t.mcap")
+
+    alone = verify(path, capsys)
+    with_key = verify(path, capsys, public_pem)
+
+    assert alone.code == 0, alone.lines
+    assert "proves consistency, not authorship" in alone.lines[-1]
+    assert with_key.code == 3, with_key.lines
+    assert with_key.lines[0].startswith("problem: seq 0 /run: checkpoint: the run declares")
+    assert [line.split(": checkpoint: ")[0] for line in with_key.lines[1:-1]] == [
+        f"problem: seq {FIRST_CHECKPOINT} /checkpoints",
+        f"problem: seq {FINAL_CHECKPOINT} /checkpoints",
+    ]
+
+
 # --- what is not tampering ------------------------------------------------------------------
 
 
-def test_the_untouched_run_is_intact(
-    sink_file: Path, base: StoredRun, capsys: pytest.CaptureFixture[str]
+def test_the_untouched_signed_run_is_intact_with_its_key(
+    sink_file: Path, capsys: pytest.CaptureFixture[str], public_pem: Path
 ) -> None:
-    verdict = verify(sink_file, capsys)
+    verdict = verify(sink_file, capsys, public_pem)
 
     assert verdict.code == 0
     assert len(verdict.lines) == 1
-    assert ": intact: 13 records" in verdict.lines[0]
+    assert f": intact: {len(SHAPE)} records" in verdict.lines[0]
+    assert "2 checkpoint notes signed by the key given" in verdict.lines[0]
+
+
+def test_the_untouched_unsigned_run_is_intact(
+    unsigned_base: StoredRun, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    verdict = verify(unsigned_base.write(tmp_path / "t.mcap"), capsys)
+
+    assert verdict.code == 0, verdict.lines
+    assert "unsigned: this shows the log is self-consistent, not who wrote it" in verdict.lines[0]
 
 
 def cut_offsets(data: bytes) -> list[int]:
@@ -545,48 +700,70 @@ def cut_offsets(data: bytes) -> list[int]:
     return sorted(offset for offset in offsets if 0 <= offset < len(data))
 
 
-def test_a_bare_tail_cut_is_truncation_never_tampering(
-    sink_file: Path, base: StoredRun, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+def test_a_bare_tail_cut_is_truncation_and_tampering_beyond_an_anchor(
+    sink_file: Path,
+    base: StoredRun,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    public_pem: Path,
 ) -> None:
+    from analysis import verify_run
+
     data = sink_file.read_bytes()
+    anchor = tmp_path / "final.note"
+    anchor.write_text(base.messages[FINAL_CHECKPOINT].record["note"], encoding="utf-8")
     path = tmp_path / "cut.mcap"
     codes: list[int] = []
+    anchored: list[tuple[int, int]] = []
     for offset in cut_offsets(data):
         path.write_bytes(data[:offset])
-        codes.append(main(["verify", "--mcap", str(path)]))
+        code = main(["verify", "--mcap", str(path), "--public-key", str(public_pem)])
+        codes.append(code)
+        if code == 4:
+            held = verify_run(path).record_count
+            anchored.append((held, verify(path, capsys, public_pem, [anchor]).code))
         capsys.readouterr()
 
-    # Before the channels are complete the file is not recognisably a ghost log (1);
+    # Before the header is complete the file is not recognisably a ghost log (1);
     # from there on every cut is a crash's truncation (4), and never tampering (3).
     first_four = codes.index(4)
     assert set(codes[:first_four]) == {1}
     assert set(codes[first_four:]) == {4}
+    # With the final checkpoint's note held outside, a cut that removed a record it
+    # covers is tampering; a cut after them all is still a crash.
+    assert anchored
+    for held, code in anchored:
+        assert code == (3 if held < FINAL_CHECKPOINT else 4), (held, code)
+    assert {code for _, code in anchored} == {3, 4}
 
 
 # --- the real console script, for a representative subset -------------------------------------
 
 
 def test_the_console_script_gives_the_same_verdicts(
-    sink_file: Path, base: StoredRun, tmp_path: Path
+    sink_file: Path, base: StoredRun, tmp_path: Path, public_pem: Path
 ) -> None:
     cases: dict[str, Forgery] = {
-        "field": lambda run: run.edit(4, verdict="allow"),
-        "delete": lambda run: run.messages.__delitem__(5),
-        "append": lambda run: run.messages.append(replace(run.messages[2])),
-        "encoding": lambda run: setattr(run.messages[2], "data", run.messages[2].data + b" "),
+        "field": lambda run: run.edit(D_DENY, verdict="allow"),
+        "delete": lambda run: run.messages.__delitem__(A_PENDING),
+        "append": lambda run: run.messages.append(replace(run.messages[D_ALLOW])),
+        "encoding": lambda run: setattr(
+            run.messages[D_ALLOW], "data", run.messages[D_ALLOW].data + b" "
+        ),
         "attachment": lambda run: run.attachments.clear(),
         "schema": lambda run: run.schemas.__setitem__(0, replace(run.schemas[0], data=b"")),
-        "log_time": lambda run: setattr(run.messages[3], "log_time", 5),
+        "log_time": lambda run: setattr(run.messages[A_DENY], "log_time", 5),
+        "rechain": lambda run: (flip_verdict(run), run.rechain()),
     }
     for name, forgery in cases.items():
         run = base.copy()
         forgery(run)
-        verdict = verify_script(run.write(tmp_path / f"{name}.mcap"))
+        verdict = verify_script(run.write(tmp_path / f"{name}.mcap"), public_pem)
         assert verdict.code == 3, (name, verdict.lines)
         assert verdict.lines[-1].split(": ")[1] == "tampered", (name, verdict.lines)
 
     data = sink_file.read_bytes()
     cut = tmp_path / "cut.mcap"
     cut.write_bytes(data[: len(data) // 2])
-    assert verify_script(cut).code == 4
-    assert verify_script(sink_file).code == 0
+    assert verify_script(cut, public_pem).code == 4
+    assert verify_script(sink_file, public_pem).code == 0

@@ -23,7 +23,7 @@ from mcap.writer import Writer
 
 from analysis import RunStatus, verify_run
 from analysis._cli import main
-from audit import McapAuditSink
+from audit import McapAuditSink, load_public_key
 from tests.analysis.stored_run import StoredRun, write_gate_run
 from tests.e2e.test_cli import GHOST_SCRIPT, assert_one_error_line, ghost
 from tests.records import append_decisions, make_run_start
@@ -56,7 +56,7 @@ def test_an_intact_run_exits_0_with_one_summary_line(sealed_run: Path, tmp_path:
     assert result.returncode == 0, result.stderr
     assert result.stderr == b""
     assert lines(result) == [f"{sealed_run}: {verify_run(sealed_run).summary}"]
-    assert lines(result)[0].startswith(f"{sealed_run}: intact: 13 records")
+    assert lines(result)[0].startswith(f"{sealed_run}: intact: 15 records")
 
 
 def test_the_console_script_verifies(sealed_run: Path, tmp_path: Path) -> None:
@@ -77,10 +77,11 @@ def test_a_tampered_run_exits_3_naming_the_record(
     assert result.stderr == b""
     *problems, summary = lines(result)
     assert problems == [f"problem: {problem}" for problem in verify_run(path).problems]
-    assert len(problems) == 1
-    assert problems[0].startswith("problem: seq 5 /assessments decision ")
-    assert f"seq 4 (/decisions, decision {decision_id})" in problems[0]
-    assert summary.startswith(f"{path}: tampered: 1 integrity problem in 13 records")
+    assert len(problems) == 2  # the next link, and the final checkpoint's root
+    assert problems[0].startswith("problem: seq 6 /assessments decision ")
+    assert f"seq 5 (/decisions, decision {decision_id})" in problems[0]
+    assert problems[1].startswith("problem: seq 13 /checkpoints: checkpoint: its root_hash is")
+    assert summary.startswith(f"{path}: tampered: 2 integrity problems in 15 records")
 
 
 def test_a_cut_run_exits_4_saying_how_far_it_verifies(sealed_run: Path, tmp_path: Path) -> None:
@@ -94,7 +95,7 @@ def test_a_cut_run_exits_4_saying_how_far_it_verifies(sealed_run: Path, tmp_path
     assert result.stderr == b""
     assert lines(result) == [
         (
-            f"{cut}: truncated: 12 records, seq 0-11 verify as a linked chain; not sealed: the run"
+            f"{cut}: truncated: 14 records, seq 0-13 verify as a linked chain; not sealed: the run"
             " ends early, as a crash leaves it; without an anchor, a crash and a deliberate cut"
             " look the same"
         )
@@ -123,7 +124,7 @@ def test_a_crashed_writer_leaves_a_run_that_exits_4(tmp_path: Path) -> None:
         (b"", "empty"),
         (b"\x89MC", "cut inside the MCAP magic"),
         (b"hello, world\n", "not an MCAP file"),
-        (b"\x89MCAP0\r\n" + b"\x02" * 40, "not a ghost audit log"),
+        (b"\x89MCAP0\r\n" + b"\x02" * 40, "what follows is not MCAP"),
     ],
     ids=["missing", "empty", "cut-magic", "text", "magic-then-garbage"],
 )
@@ -174,15 +175,90 @@ def write_pem(path: Path, key: object) -> Path:
     return path
 
 
-def test_a_public_key_exits_3_until_checkpoints_can_be_checked(
-    sealed_run: Path, tmp_path: Path
-) -> None:
+def test_a_public_key_on_an_unsigned_run_exits_3(sealed_run: Path, tmp_path: Path) -> None:
     pem = write_pem(tmp_path / "ghost.pub.pem", Ed25519PrivateKey.generate())
 
     result = ghost("verify", "--mcap", sealed_run, "--public-key", pem, cwd=tmp_path)
 
     assert result.returncode == 3, result.stderr
-    assert lines(result)[0].startswith("problem: file: checkpoint: a public key was given, but")
+    assert lines(result)[0].startswith("problem: seq 0 /run: checkpoint: a public key was given")
+
+
+@pytest.fixture(scope="module")
+def signed_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, Path]:
+    """A signed run, its key's public half, and the public half of another key."""
+    directory = tmp_path_factory.mktemp("signed")
+    key = Ed25519PrivateKey.generate()
+    path = write_gate_run(directory / "signed.mcap", signing_key=key).path
+    other = write_pem(directory / "other.pub.pem", Ed25519PrivateKey.generate())
+    return path, write_pem(directory / "ghost.pub.pem", key), other
+
+
+def test_a_signed_run_with_its_key_exits_0_saying_who_signed(
+    signed_run: tuple[Path, Path, Path], tmp_path: Path
+) -> None:
+    path, pem, _ = signed_run
+
+    result = ghost("verify", "--mcap", path, "--public-key", pem, cwd=tmp_path)
+
+    assert result.returncode == 0, result.stdout
+    assert lines(result) == [f"{path}: {verify_run(path, public_key=load_public_key(pem)).summary}"]
+    assert "2 checkpoint notes signed by the key given" in lines(result)[0]
+
+
+def test_a_signed_run_without_a_key_says_it_proves_consistency_not_authorship(
+    signed_run: tuple[Path, Path, Path], tmp_path: Path
+) -> None:
+    path, _, _ = signed_run
+
+    result = ghost("verify", "--mcap", path, cwd=tmp_path)
+
+    assert result.returncode == 0, result.stdout
+    assert "proves consistency, not authorship" in lines(result)[0]
+
+
+def test_a_signed_run_checked_with_another_key_exits_3(
+    signed_run: tuple[Path, Path, Path], tmp_path: Path
+) -> None:
+    path, _, other = signed_run
+
+    result = ghost("verify", "--mcap", path, "--public-key", other, cwd=tmp_path)
+
+    assert result.returncode == 3, result.stdout
+    *problems, _ = lines(result)
+    assert problems[0].startswith("problem: seq 0 /run: checkpoint: the run declares signing key")
+    assert [line.split(": checkpoint: ")[0] for line in problems[1:]] == [
+        "problem: seq 1 /checkpoints",
+        "problem: seq 13 /checkpoints",
+    ]
+    assert all("does not verify against the public key given" in line for line in problems[1:])
+
+
+def test_anchors_from_the_run_itself_exit_0(
+    signed_run: tuple[Path, Path, Path], tmp_path: Path
+) -> None:
+    path, pem, _ = signed_run
+    notes = []
+    for number, checkpoint in enumerate(StoredRun.load(path).records_on("/checkpoints")):
+        note = tmp_path / f"anchor{number}.note"
+        note.write_text(checkpoint["note"], encoding="utf-8")
+        notes += ["--anchor", str(note)]
+
+    result = ghost("verify", "--mcap", path, "--public-key", pem, *notes, cwd=tmp_path)
+
+    assert result.returncode == 0, result.stdout
+    assert "2 anchors held outside the file match its tree" in lines(result)[0]
+
+
+def test_an_anchor_of_another_run_exits_3(sealed_run: Path, tmp_path: Path) -> None:
+    other = write_gate_run(tmp_path / "other.mcap").path
+    note = tmp_path / "other.note"
+    note.write_text(StoredRun.load(other).records_on("/checkpoints")[-1]["note"], encoding="utf-8")
+
+    result = ghost("verify", "--mcap", sealed_run, "--anchor", note, cwd=tmp_path)
+
+    assert result.returncode == 3, result.stdout
+    assert lines(result)[0].startswith("problem: file: anchor: anchor 1 of 1: it is not a")
 
 
 @pytest.mark.parametrize(
@@ -221,33 +297,16 @@ def test_an_unusable_public_key_exits_1(
     assert_one_error_line(result, str(pem), needle)
 
 
-def test_each_anchor_is_a_problem_until_checkpoints_can_be_checked(
-    sealed_run: Path, tmp_path: Path
-) -> None:
-    notes = []
-    for number in (1, 2):
-        note = tmp_path / f"note{number}.txt"
-        note.write_text(f"ghost.run/x\n{number}\nAAAA\n")
-        notes += ["--anchor", str(note)]
-
-    result = ghost("verify", "--mcap", sealed_run, *notes, cwd=tmp_path)
-
-    assert result.returncode == 3, result.stderr
-    assert [line.split(" was ")[0] for line in lines(result)[:2]] == [
-        "problem: file: anchor: anchor 1 of 2",
-        "problem: file: anchor: anchor 2 of 2",
-    ]
-
-
 @pytest.mark.parametrize(
     ("content", "needle"),
     [
-        (None, "cannot read anchor"),
-        (b"\xff\xfe", "is UTF-8 text, and this is not"),
-        (b"  \n", "the file is empty"),
-        (b"x" * (65 * 1024), "larger than 64 KiB"),
+        (None, "there is no such file"),
+        (b"\xff\xfe", "it is not UTF-8 text"),
+        (b"  \n", "a checkpoint text is exactly three lines"),
+        (b"x" * (65 * 1024), "larger than 65536 bytes"),
+        (b"ghost.run/x\n1\nAAAA\n", "the root hash must be the canonical standard base64"),
     ],
-    ids=["missing", "binary", "empty", "huge"],
+    ids=["missing", "binary", "empty", "huge", "not-a-checkpoint"],
 )
 def test_an_unusable_anchor_exits_1(
     sealed_run: Path, tmp_path: Path, content: bytes | None, needle: str
