@@ -266,7 +266,14 @@ class RunVerification:
                 cut = "sealed, but the file is cut after the seal (it has no MCAP footer)"
             else:
                 cut = "not sealed: the run ends early, as a crash leaves it"
-            return f"truncated: {records}, {prefix}; {cut}; {self._anchoring()}"
+            signed = ""
+            if self.signatures is SignatureCheck.GIVEN_KEY and self.checkpoint_count:
+                count = self.checkpoint_count
+                signed = (
+                    f"; the {count} checkpoint note{'' if count == 1 else 's'} it holds"
+                    f" {'is' if count == 1 else 'are'} signed by the key given"
+                )
+            return f"truncated: {records}, {prefix}; {cut}; {self._anchoring()}{signed}"
         anchored = f"; {self._anchoring()}" if self.anchors_checked else ""
         return f"intact: {records}, {prefix}, sealed; {self._authorship()}{anchored}"
 

@@ -518,3 +518,36 @@ def test_a_signed_anchor_is_checked_against_the_key_given(
     )
     # Without a key, an anchor is checked by its tree head alone.
     assert verify_run(signed.path, anchors=[forged]).ok
+
+
+def test_an_anchor_exactly_as_large_as_the_file_holds_is_not_a_cut(
+    gate_runs: dict[str, GateRun], tmp_path: Path
+) -> None:
+    gate_run = gate_runs["process"]  # uncompressed: the cut is placed by a record's bytes
+    stored = StoredRun.load(gate_run.path)
+    data = gate_run.path.read_bytes()
+    final = data.rindex(b'"schema":"ghost.checkpoint/1"')
+    cut = tmp_path / "cut.mcap"
+    cut.write_bytes(data[:final])  # inside the final checkpoint: records 0-12 remain
+
+    result = verify_run(cut, anchors=notes_of(stored)[1:])
+
+    assert result.record_count == FINAL_CHECKPOINT
+    assert (result.status, result.anchors_matched) == (RunStatus.TRUNCATED, 1)
+
+
+@pytest.mark.parametrize("root", ["E" * 64, "e" * 63, "g" * 64, 7], ids=str)
+def test_a_root_that_is_not_lowercase_hex_is_left_to_the_schema_check(
+    stored: StoredRun, out: Path, root: object
+) -> None:
+    stored.edit(CHECKPOINT, root_hash=root)
+
+    result = verify_run(stored.write(out))
+
+    assert (C.SCHEMA, CHECKPOINT) in [(p.check, p.position) for p in result.problems]
+    # Not compared: no root is claimed, so none can be said to differ.
+    assert not any(
+        p.position == CHECKPOINT and "root" in p.message
+        for p in result.problems
+        if p.check is C.CHECKPOINT
+    )

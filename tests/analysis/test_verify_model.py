@@ -235,3 +235,30 @@ def test_a_problem_is_frozen() -> None:
 def test_every_check_has_a_lowercase_name() -> None:
     assert all(check.value == check.value.lower() for check in IntegrityCheck)
     assert len({check.value for check in IntegrityCheck}) == len(IntegrityCheck)
+
+
+def test_a_truncated_run_signed_by_the_key_given_says_so() -> None:
+    one = make(
+        status=RunStatus.TRUNCATED,
+        truncated=True,
+        checkpoint_count=1,
+        signatures=SignatureCheck.GIVEN_KEY,
+    )
+    two = make(
+        status=RunStatus.TRUNCATED,
+        truncated=True,
+        checkpoint_count=2,
+        signatures=SignatureCheck.GIVEN_KEY,
+    )
+    declared = make(
+        status=RunStatus.TRUNCATED,
+        truncated=True,
+        checkpoint_count=2,
+        signatures=SignatureCheck.DECLARED_KEY,
+    )
+
+    assert one.summary.endswith(
+        "look the same; the 1 checkpoint note it holds is signed by the key given"
+    )
+    assert two.summary.endswith("; the 2 checkpoint notes it holds are signed by the key given")
+    assert declared.summary.endswith("a crash and a deliberate cut look the same")
