@@ -4,8 +4,12 @@
 assessment it claims to rest on and re-derives each claim from the bytes in
 the file (ADR-0022); `verify_decision_chain` turns that into a yes/no with one
 message per inconsistency; the ``encode``/``decode``/``generate`` functions
-give the report's canonical JSON. The ``ghost`` command line lives in
-``analysis._cli``.
+give the report's canonical JSON. `verify_run` is the audit: every
+integrity check of a run (schemas, canonical bytes, ``seq``, the hash chain,
+the seal, MCAP fields, the policy attachment, decision links, CRCs, Merkle
+checkpoints, note signatures, anchors), ending
+in a `RunStatus` of intact, truncated or tampered (ADR 0013). The ``ghost``
+command line lives in ``analysis._cli``.
 """
 
 from __future__ import annotations
@@ -23,6 +27,14 @@ from analysis._trace_model import (
     DecisionTraceReport,
     FrozenCounts,
 )
+from analysis._verify import verify_run
+from analysis._verify_model import (
+    IntegrityCheck,
+    RunProblem,
+    RunStatus,
+    RunVerification,
+    SignatureCheck,
+)
 
 __all__ = [
     "ANALYSIS_VERSION",
@@ -30,9 +42,15 @@ __all__ = [
     "DecisionTraceRecord",
     "DecisionTraceReport",
     "FrozenCounts",
+    "IntegrityCheck",
+    "RunProblem",
+    "RunStatus",
+    "RunVerification",
+    "SignatureCheck",
     "build_decision_trace_report",
     "decode_decision_trace_report_from_json",
     "encode_decision_trace_report_to_bytes",
     "generate_decision_trace_report",
     "verify_decision_chain",
+    "verify_run",
 ]

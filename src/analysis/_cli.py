@@ -1,12 +1,27 @@
-"""The ``ghost`` command line: ``trace-decisions``, ``demo``, ``--version``.
+"""The ``ghost`` command line: ``verify``, ``trace-decisions``, ``demo``, ``--version``.
 
-Exit codes follow SPEC §6: 0 success; 1 an input that cannot be read or an
-output that cannot be written (one ``ghost: error: ...`` line on stderr, never
-a traceback); 2 a usage error (argparse's own message). A broken chain is a
-finding, not a failure: ``trace-decisions`` reports it and exits 0.
+Exit codes follow SPEC §6 (ADR 0013):
 
-The heavy modules (``mcap``, the audit reader) are imported inside the
-handlers, so ``ghost --help`` stays fast.
+* 0 — success; for ``verify``: the run is intact and sealed.
+* 1 — an input that cannot be read (a missing file, not MCAP, cut inside the
+  magic, not a ghost audit log; for ``verify`` also a ``--public-key`` or
+  ``--anchor`` file that cannot be read or is not an Ed25519 key or a
+  checkpoint note), or an output that cannot be written (for ``demo``, an
+  existing ``--out`` that is not a previous demo run). One ``ghost: error: ...`` line on stderr.
+* 2 — a malformed command line (argparse's own message).
+* 3 — ``verify``: an integrity failure (tampered or corrupted).
+* 4 — ``verify``: truncated, a gapless, correctly linked prefix that is not
+  sealed, as a crash leaves it.
+
+No command ends in a traceback: every error becomes one line on stderr,
+and an error no handler expected still exits 1 with its type named. A
+broken chain is a finding, not a failure: ``trace-decisions`` reports it
+and exits 0; judging is ``verify``'s job. Everything the commands print
+from a file (paths, problems) is made printable first, so a crafted file
+name or record cannot write control characters to the terminal.
+
+The heavy modules (``mcap``, the audit reader, ``cryptography``) are
+imported inside the handlers, so ``ghost --help`` stays fast.
 """
 
 from __future__ import annotations
@@ -16,20 +31,46 @@ import os
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, Final, cast
+from typing import TYPE_CHECKING, Any, Final, cast
 
-__all__ = ["EXIT_FAILURE", "EXIT_OK", "EXIT_USAGE", "main"]
+if TYPE_CHECKING:
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
+
+    from audit import CheckpointNote
+
+__all__ = [
+    "EXIT_FAILURE",
+    "EXIT_INTERRUPTED",
+    "EXIT_OK",
+    "EXIT_TAMPERED",
+    "EXIT_TRUNCATED",
+    "EXIT_USAGE",
+    "main",
+]
 
 EXIT_OK: Final = 0
-"""The command did what was asked (a broken chain in a report included)."""
+"""The command did what was asked; ``verify``: the run is intact and sealed."""
 EXIT_FAILURE: Final = 1
 """An input could not be read or an output could not be written."""
 EXIT_USAGE: Final = 2
 """The command line was malformed (argparse's own exit code)."""
+EXIT_TAMPERED: Final = 3
+"""``verify``: an integrity failure (tampered or corrupted)."""
+EXIT_TRUNCATED: Final = 4
+"""``verify``: the run is a correctly linked prefix, unsealed, as a crash leaves it."""
+EXIT_INTERRUPTED: Final = 130
+"""Interrupted by the user (Ctrl-C), as shells report SIGINT."""
 
 _PROG: Final = "ghost"
 _DISTRIBUTION: Final = "ghost-sdk"
 _DEFAULT_DEMO_OUT: Final = Path("runs") / "demo.mcap"
+_STDOUT: Final = "-"
+_MAX_KEY_BYTES: Final = 64 * 1024
+_MAX_ERROR: Final = 300
+
+
+class _InputError(Exception):
+    """An input file of the command line cannot be used; the message says why."""
 
 
 class _VersionAction(argparse.Action):
@@ -66,27 +107,64 @@ def _make_parser() -> argparse.ArgumentParser:
     )
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
 
+    verify = commands.add_parser(
+        "verify",
+        help="check every record of a run: is it intact, truncated, or tampered?",
+        description=(
+            "Run every integrity check on a captured run and print one line per problem,"
+            " then a summary. Exit 0: intact and sealed; 3: tampered or corrupted;"
+            " 4: truncated (a correctly linked prefix, unsealed, as a crash leaves it);"
+            " 1: the file (or a key or anchor file) cannot be read; 2: usage."
+        ),
+    )
+    verify.add_argument("--mcap", required=True, type=Path, metavar="PATH", help="the run")
+    verify.add_argument(
+        "--public-key",
+        type=Path,
+        metavar="PEM",
+        help=(
+            "the Ed25519 public key (PEM) every checkpoint note must be signed with; without"
+            " it, notes are checked against the key the run declares (consistency, not"
+            " authorship)"
+        ),
+    )
+    verify.add_argument(
+        "--anchor",
+        type=Path,
+        action="append",
+        default=[],
+        metavar="NOTE_FILE",
+        help=(
+            "a checkpoint note held outside the file (repeatable): the run's tree at its"
+            " size must have its root, so a cut tail or a rewritten past exits 3"
+        ),
+    )
+    verify.set_defaults(handler=_verify)
+
     trace = commands.add_parser(
         "trace-decisions",
         help="pair each decision of a run with its assessment and report the chain",
         description=(
             "Read a captured run and write its decision trace report as canonical JSON."
-            " A broken chain is reported in the output, not signalled by the exit code."
+            " A broken chain is reported in the output, not signalled by the exit code;"
+            " a truncated or unsealed run is reported and warned about on stderr."
         ),
     )
     trace.add_argument("--mcap", required=True, type=Path, metavar="PATH", help="the run to read")
     trace.add_argument(
         "--output",
-        type=Path,
         metavar="PATH",
-        help="write the report to this file instead of standard output",
+        help="write the report to this file instead of standard output ('-': standard output)",
     )
     trace.set_defaults(handler=_trace_decisions)
 
     demo = commands.add_parser(
         "demo",
         help="run the bundled example agent under the bundled policy and record it",
-        description="Run the bundled example agent loop and write its audit log.",
+        description=(
+            "Run the bundled example agent loop and write its audit log. An existing"
+            " file at --out is replaced only if it is a previous ghost demo run."
+        ),
     )
     demo.add_argument(
         "--out",
@@ -106,7 +184,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         argv: the arguments after the program name; ``sys.argv[1:]`` when None.
 
     Returns:
-        The exit code: 0 success, 1 unreadable input or unwritable output.
+        The exit code (see the module docstring).
 
     Raises:
         SystemExit: with code 2 on a usage error, or 0 after ``--help`` /
@@ -115,12 +193,103 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = _make_parser()
     args = parser.parse_args(argv)
     handler = cast("Callable[[argparse.Namespace], int]", args.handler)
-    return handler(args)
+    try:
+        return handler(args)
+    except KeyboardInterrupt:
+        print(f"{_PROG}: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    except BrokenPipeError:
+        # The reader of our output went away (`ghost ... | head`): not worth a traceback.
+        _silence_stdout()
+        return EXIT_FAILURE
+    except Exception as exc:  # noqa: BLE001 - the CLI's promise: never a traceback (SPEC §6)
+        return _fail(f"internal error ({type(exc).__name__}: {exc}); please report it")
 
 
 def _fail(message: str) -> int:
-    print(f"{_PROG}: error: {message}", file=sys.stderr)
+    print(f"{_PROG}: error: {_printable(message)}", file=sys.stderr)
     return EXIT_FAILURE
+
+
+def _warn(message: str) -> None:
+    print(f"{_PROG}: warning: {_printable(message)}", file=sys.stderr)
+
+
+# --- verify ----------------------------------------------------------------------------------
+
+
+def _verify(args: argparse.Namespace) -> int:
+    from analysis._verify import verify_run
+    from analysis._verify_model import RunStatus
+    from audit import LogFormatError
+
+    try:
+        key = None if args.public_key is None else _load_public_key(args.public_key)
+        anchors = tuple(_read_anchor(path) for path in args.anchor)
+    except _InputError as exc:
+        return _fail(str(exc))
+    try:
+        result = verify_run(args.mcap, public_key=key, anchors=anchors)
+    except LogFormatError as exc:  # missing, a directory, not MCAP, not a ghost log, ...
+        return _fail(f"cannot read {exc.path}: {exc.problem}")
+    lines = [f"problem: {problem}" for problem in result.problems]
+    lines.append(f"{result.path}: {result.summary}")
+    try:
+        _write_stdout("".join(_printable(line) + "\n" for line in lines).encode("utf-8"))
+    except BrokenPipeError:
+        _silence_stdout()  # the verdict is the exit code, whether or not anyone read the lines
+    return {
+        RunStatus.INTACT: EXIT_OK,
+        RunStatus.TAMPERED: EXIT_TAMPERED,
+        RunStatus.TRUNCATED: EXIT_TRUNCATED,
+    }[result.status]
+
+
+def _load_public_key(path: Path) -> Ed25519PublicKey:
+    from cryptography.exceptions import UnsupportedAlgorithm
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
+    from cryptography.hazmat.primitives.serialization import load_pem_public_key
+
+    data = _read_input(path, "public key", _MAX_KEY_BYTES)
+    try:
+        key = load_pem_public_key(data)
+    except (ValueError, TypeError, UnsupportedAlgorithm):
+        raise _InputError(
+            f"cannot use public key {path}: it is not a PEM public key"
+            " (give the public half of the pair, e.g. the file `ghost keygen` wrote)"
+        ) from None
+    if not isinstance(key, Ed25519PublicKey):
+        raise _InputError(
+            f"cannot use public key {path}: it is a {type(key).__name__.lstrip('_')},"
+            " but ghost signs checkpoints with Ed25519"
+        )
+    return key
+
+
+def _read_anchor(path: Path) -> CheckpointNote:
+    from audit import NoteError, load_checkpoint_note
+
+    try:
+        return load_checkpoint_note(path)
+    except NoteError as exc:
+        raise _InputError(f"cannot use anchor {path}: {exc.problem}") from None
+
+
+def _read_input(path: Path, what: str, limit: int) -> bytes:
+    try:
+        with path.open("rb") as stream:
+            data = stream.read(limit + 1)
+    except OSError as exc:
+        raise _InputError(f"cannot read {what} {path}: {_os_cause(exc)}") from None
+    if len(data) > limit:
+        raise _InputError(
+            f"cannot use {what} {path}: it is larger than {limit // 1024} KiB, far larger"
+            f" than any {what} file"
+        )
+    return data
+
+
+# --- trace-decisions -------------------------------------------------------------------------
 
 
 def _trace_decisions(args: argparse.Namespace) -> int:
@@ -129,49 +298,83 @@ def _trace_decisions(args: argparse.Namespace) -> int:
     from audit import LogFormatError
 
     mcap_path: Path = args.mcap
-    output_path: Path | None = args.output
+    output: str | None = args.output
     try:
         report = build_decision_trace_report(mcap_path)
     except LogFormatError as exc:  # missing, a directory, not MCAP, foreign MCAP, ...
-        return _fail(f"cannot read {exc.path}: {_single_line(exc.problem)}")
+        return _fail(f"cannot read {exc.path}: {exc.problem}")
+    if report.truncated:
+        _warn(
+            f"{mcap_path} is truncated: the file ends before its MCAP footer, as a crash"
+            " leaves it; the report covers the complete records before the cut"
+        )
+    if not report.sealed:
+        _warn(
+            f"{mcap_path} is not sealed: the run was not closed cleanly, or its seal was"
+            f" removed; `ghost verify --mcap {mcap_path}` tells which"
+        )
     data = encode_decision_trace_report_to_bytes(report)
 
-    if output_path is not None:
-        try:
-            output_path.write_bytes(data)
-        except OSError as exc:
-            return _fail(f"cannot write {output_path}: {_os_cause(exc)}")
-        return EXIT_OK
-    return _write_stdout(data)
-
-
-def _write_stdout(data: bytes) -> int:
+    if output is None or output == _STDOUT:
+        return _write_stdout(data)
     try:
-        sys.stdout.buffer.write(data)
-        sys.stdout.flush()
-    except BrokenPipeError:
-        # The reader went away (`ghost trace-decisions ... | head`): not worth a traceback.
-        # Point stdout at devnull so the interpreter's final flush does not fail again.
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
-        os.close(devnull)
-        return EXIT_FAILURE
+        Path(output).write_bytes(data)
+    except OSError as exc:
+        return _fail(f"cannot write {output}: {_os_cause(exc)}")
     return EXIT_OK
+
+
+# --- demo ------------------------------------------------------------------------------------
 
 
 def _demo(args: argparse.Namespace) -> int:
     # Imported here: the demo pulls in the gate, the sink and the policy, which
     # no other command needs.
     from analysis._demo import run_demo
+    from runtime import AuditError
 
     out: Path = args.out
-    return run_demo(out)
+    try:
+        return run_demo(out)
+    except FileExistsError as exc:
+        return _fail(f"will not replace {exc.filename}: {exc.strerror}")
+    except OSError as exc:
+        where = exc.filename if exc.filename is not None else out
+        return _fail(f"cannot write the demo run to {out} ({where}: {_os_cause(exc)})")
+    except AuditError as exc:
+        return _fail(f"cannot write the demo run: {exc}")
+
+
+# --- output ----------------------------------------------------------------------------------
+
+
+def _write_stdout(data: bytes) -> int:
+    sys.stdout.buffer.write(data)
+    sys.stdout.flush()
+    return EXIT_OK
+
+
+def _silence_stdout() -> None:
+    # Point stdout at devnull so the interpreter's final flush does not fail again.
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError):  # no real stdout (an in-process caller): nothing to flush
+        pass
 
 
 def _os_cause(exc: OSError) -> str:
-    return _single_line(exc.strerror or str(exc)) or type(exc).__name__
+    return exc.strerror or str(exc) or type(exc).__name__
 
 
-def _single_line(text: str) -> str:
-    # A message from the OS or a file name could hold a newline; keep the error on one line.
-    return " ".join(text.split())
+def _printable(text: str) -> str:
+    """Return ``text`` on one line, every non-printable character escaped, at most so long."""
+    if len(text) > _MAX_ERROR * 20:
+        text = text[: _MAX_ERROR * 20] + "…"
+    if text.isprintable():
+        return text
+    return "".join(
+        char if char.isprintable() else char.encode("unicode_escape").decode("ascii")
+        for char in text
+    )

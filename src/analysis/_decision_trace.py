@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
 from analysis._json_types import json_type_name
+from analysis._run_facts import is_sealed
 from analysis._trace_model import (
     ANALYSIS_VERSION,
     ChainStatus,
@@ -100,6 +101,8 @@ def trace_run(run: RunLog) -> DecisionTraceReport:
     Returns:
         The run's report (see `build_decision_trace_report`).
     """
+    from audit import TOPICS
+
     assessment_sha256_by_decision: dict[str, str] = {}
     duplicate_assessments = 0
     decisions: list[_LoggedDecision] = []
@@ -134,6 +137,7 @@ def trace_run(run: RunLog) -> DecisionTraceReport:
         source_mcap_sha256=run.source_sha256,
         duplicate_assessment_count=duplicate_assessments,
         truncated=run.truncated,
+        sealed=is_sealed(run.records, TOPICS),
         problems=problems,
     )
 

@@ -13,7 +13,11 @@ printed, so what is shown is what was logged.
 
 from __future__ import annotations
 
+import errno
+import os
+import shutil
 import sys
+import tempfile
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from importlib import resources
@@ -24,8 +28,9 @@ import structlog
 
 from analysis._decision_trace import build_decision_trace_report
 from analysis._trace_json import encode_decision_trace_report_to_bytes
+from analysis._trace_model import DecisionTraceReport
 from audit import McapAuditSink
-from runtime import Action, Gate, Policy, RuntimeVerdict
+from runtime import Action, Gate, Policy, RuntimeVerdict, loads_strict
 
 __all__ = ["SCRIPT", "ScriptedCall", "demo_policy_path", "run_demo"]
 
@@ -183,40 +188,76 @@ _TOOLS: Mapping[str, Callable[[Mapping[str, Any]], str]] = {
 def run_demo(out: Path, *, stream: TextIO | None = None) -> int:
     """Run the scripted agent loop, write the run to ``out``, print its trace report.
 
+    The report is also written beside the run (``out`` with the suffix
+    ``.trace.json``). An existing file at either path is replaced only when
+    it is this demo's own earlier output — a ghost run of the bundled demo
+    policy, and a decision trace report — so a second ``ghost demo`` works
+    and no other file, least of all a real audit log, is ever overwritten.
+    Both files are written to a fresh directory beside ``out`` first and
+    moved into place when complete, so a failure leaves no half-written run.
+
+    Args:
+        out: where to write the run.
+        stream: where to print (default: standard output).
+
     Returns:
         the process exit code (0).
 
     Raises:
+        FileExistsError: ``out`` or its report exists and is not the demo's own.
+        OSError: the directory cannot be created or written to.
         runtime.AuditError: the run could not be written.
     """
     print_ = stream or sys.stdout
     # The SDK logs through structlog; keep its lines on stderr, apart from the report.
     structlog.configure(logger_factory=structlog.PrintLoggerFactory(sys.stderr))
-    out.parent.mkdir(parents=True, exist_ok=True)
     policy = Policy.from_toml(demo_policy_path())
+    report_path = out.with_suffix(".trace.json")
+    replacing = _check_replaceable(out, report_path, policy.policy_id)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=".ghost-demo-", dir=out.parent))
+    try:
+        print(
+            f"ghost demo: {len(SCRIPT)} scripted tool calls under policy {policy.policy_id!r}",
+            file=print_,
+        )
+        staged_run = staging / out.name
+        with McapAuditSink(staged_run) as sink:
+            gate = Gate(policy, sink=sink)
+            for step in SCRIPT:
+                _step(gate, step, print_)
+        report = build_decision_trace_report(staged_run)
+        staged_report = staging / report_path.name
+        staged_report.write_bytes(encode_decision_trace_report_to_bytes(report))
+        os.replace(staged_run, out)
+        os.replace(staged_report, report_path)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    if replacing:
+        print(f"\n(replaced the previous demo run at {out})", file=print_)
+    _print_summary(report, out, report_path, print_)
+    return 0
+
+
+def _step(gate: Gate, step: ScriptedCall, print_: TextIO) -> None:
+    decision = gate.check(step.action, traceparent=step.traceparent)
+    action = step.action
+    if decision.permitted:
+        outcome = _TOOLS[action.verb](decision.args)
+    elif decision.verdict is RuntimeVerdict.PENDING:
+        outcome = f"held for a human: {decision.reason}"
+    else:
+        outcome = f"not run: {decision.reason}"
     print(
-        f"ghost demo: {len(SCRIPT)} scripted tool calls under policy {policy.policy_id!r}",
+        f"  {decision.verdict.value:<8} {action.agent:<10} {action.verb:<7}"
+        f" {decision.matched_policy or '-':<28} {outcome}",
         file=print_,
     )
-    with McapAuditSink(out) as sink:
-        gate = Gate(policy, sink=sink)
-        for step in SCRIPT:
-            decision = gate.check(step.action, traceparent=step.traceparent)
-            action = step.action
-            if decision.permitted:
-                outcome = _TOOLS[action.verb](decision.args)
-            elif decision.verdict is RuntimeVerdict.PENDING:
-                outcome = f"held for a human: {decision.reason}"
-            else:
-                outcome = f"not run: {decision.reason}"
-            print(
-                f"  {decision.verdict.value:<8} {action.agent:<10} {action.verb:<7}"
-                f" {decision.matched_policy or '-':<28} {outcome}",
-                file=print_,
-            )
-    report = build_decision_trace_report(out)
-    report_path = out.with_suffix(".trace.json")
-    report_path.write_bytes(encode_decision_trace_report_to_bytes(report))
+
+
+def _print_summary(
+    report: DecisionTraceReport, out: Path, report_path: Path, print_: TextIO
+) -> None:
     print(f"\nrun written to {out} (sha256 {report.source_mcap_sha256[:16]}…)", file=print_)
     print("decision trace report (read back from the MCAP file):", file=print_)
     kinds = ", ".join(f"{k}={v}" for k, v in sorted(report.per_decision_kind_counts.items()))
@@ -236,4 +277,50 @@ def run_demo(out: Path, *, stream: TextIO | None = None) -> int:
             file=print_,
         )
     print(f"  full report: {report_path}  (ghost trace-decisions --mcap {out})", file=print_)
-    return 0
+    print(f"  verify it:   ghost verify --mcap {out}", file=print_)
+
+
+def _check_replaceable(out: Path, report_path: Path, policy_id: str) -> bool:
+    """Refuse to replace anything but the demo's own output; return whether there is some."""
+    run_exists = os.path.lexists(out)
+    if run_exists and not _is_demo_run(out, policy_id):
+        raise FileExistsError(
+            errno.EEXIST,
+            "it exists and is not a previous ghost demo run; choose another --out, or remove it",
+            str(out),
+        )
+    if os.path.lexists(report_path) and not _is_trace_report(report_path):
+        raise FileExistsError(
+            errno.EEXIST,
+            "the demo writes its report there, but that file exists and is not a ghost"
+            " decision trace report; choose another --out, or remove it",
+            str(report_path),
+        )
+    return run_exists
+
+
+def _is_demo_run(path: Path, policy_id: str) -> bool:
+    from audit import LogFormatError, read_run
+
+    try:
+        run = read_run(path)
+    except LogFormatError:
+        return False
+    first = run.records[0].record if run.records and run.records[0].topic == "/run" else None
+    return (
+        first is not None
+        and first.get("policy_id") == policy_id
+        and any(attachment.name == demo_policy_path().name for attachment in run.attachments)
+    )
+
+
+def _is_trace_report(path: Path) -> bool:
+    try:
+        if not path.is_file():
+            return False
+        document = loads_strict(path.read_bytes())
+    except (OSError, ValueError, RecursionError):
+        return False
+    return isinstance(document, dict) and {"analysis_version", "source_mcap_sha256"} <= set(
+        document
+    )

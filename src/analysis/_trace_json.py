@@ -63,6 +63,7 @@ def encode_decision_trace_report_to_bytes(report: DecisionTraceReport) -> bytes:
         "analysis_version": report.analysis_version,
         "duplicate_assessment_count": report.duplicate_assessment_count,
         "truncated": report.truncated,
+        "sealed": report.sealed,
         "problems": list(report.problems),
     }
     text = json.dumps(document, sort_keys=True, indent=2, ensure_ascii=False, allow_nan=False)
@@ -127,6 +128,7 @@ def decode_decision_trace_report_from_json(data: bytes | str) -> DecisionTraceRe
             analysis_version=version,
             duplicate_assessment_count=_get(fields, "duplicate_assessment_count", int, "report"),
             truncated=_get(fields, "truncated", bool, "report"),
+            sealed=_get(fields, "sealed", bool, "report"),
             problems=tuple(
                 _expect(item, str, f"problems[{index}]") for index, item in enumerate(raw_problems)
             ),

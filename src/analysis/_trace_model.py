@@ -25,8 +25,11 @@ __all__ = [
     "FrozenCounts",
 ]
 
-ANALYSIS_VERSION: Final = 1
-"""Version of the trace algorithm and report layout; bumped on any change to either."""
+ANALYSIS_VERSION: Final = 2
+"""Version of the trace algorithm and report layout; bumped on any change to either.
+
+2: the report says whether the run is ``sealed``.
+"""
 
 _SHA256_HEX: Final = re.compile(r"[0-9a-f]{64}")
 
@@ -195,6 +198,9 @@ class DecisionTraceReport:
             id with an earlier one (the last one logged is the one joined).
         truncated: the reader found the run cut short (no footer, e.g. a crash);
             the records are the complete ones before the cut.
+        sealed: the run's last record is a ``/seal`` that counts and names the
+            records before it, as a cleanly closed run ends (the same rule as
+            `verify_run`'s; whether the run is intact is ``ghost verify``'s call).
         problems: one sentence per decision or assessment record that could not
             be read (not JSON, wrong schema, missing or mistyped fields; left
             out of the counts), per record traced although it breaks its schema
@@ -222,6 +228,7 @@ class DecisionTraceReport:
     analysis_version: int
     duplicate_assessment_count: int
     truncated: bool
+    sealed: bool
     problems: tuple[str, ...]
 
     @classmethod
@@ -232,6 +239,7 @@ class DecisionTraceReport:
         source_mcap_sha256: str,
         duplicate_assessment_count: int = 0,
         truncated: bool = False,
+        sealed: bool = False,
         problems: Iterable[str] = (),
     ) -> DecisionTraceReport:
         """Build a report whose counts and timestamps are derived from ``records``.
@@ -261,6 +269,7 @@ class DecisionTraceReport:
             analysis_version=ANALYSIS_VERSION,
             duplicate_assessment_count=duplicate_assessment_count,
             truncated=truncated,
+            sealed=sealed,
             problems=tuple(problems),
         )
 

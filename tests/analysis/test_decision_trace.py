@@ -28,6 +28,7 @@ from analysis import (
 )
 from audit import Durability, LogFormatError, McapAuditSink
 from runtime import canonical_bytes, make_uuid7, sha256_hex
+from tests.analysis.stored_run import StoredRun
 from tests.audit.mcap_tools import rewrite_mcap
 from tests.records import STAMP_NS, TRACE_ID, assessment, decision, make_run_start
 
@@ -475,3 +476,82 @@ def test_the_report_of_a_real_run_is_a_report(tmp_path: Path) -> None:
     with open_run(path) as sink:
         gate_pair(sink, 0)
     assert isinstance(build_decision_trace_report(str(path)), DecisionTraceReport)
+
+
+# --- sealed -------------------------------------------------------------------------------------
+
+
+def rewritten(path: Path, out: Path, transform: Any) -> Path:
+    rewrite_mcap(path, out, transform)
+    return out
+
+
+def test_a_cleanly_closed_run_is_sealed(tmp_path: Path) -> None:
+    path = tmp_path / "run.mcap"
+    with open_run(path) as sink:
+        gate_pair(sink, 0)
+
+    assert build_decision_trace_report(path).sealed is True
+
+
+def test_a_run_with_only_its_run_record_is_sealed(tmp_path: Path) -> None:
+    path = tmp_path / "run.mcap"
+    with open_run(path):
+        pass
+
+    assert build_decision_trace_report(path).sealed is True
+
+
+def test_a_run_cut_before_its_seal_is_not_sealed(tmp_path: Path) -> None:
+    path = tmp_path / "run.mcap"
+    with open_run(path) as sink:
+        gate_pair(sink, 0)
+    data = path.read_bytes()
+    path.write_bytes(data[: data.index(b'"schema":"ghost.seal/1"')])
+
+    report = build_decision_trace_report(path)
+
+    assert (report.truncated, report.sealed) == (True, False)
+
+
+@pytest.mark.parametrize(
+    "tamper",
+    [
+        lambda topic, data: None if topic == "/seal" else data,
+        lambda topic, data: (
+            canonical_bytes({**json.loads(data), "record_count": 9}) if topic == "/seal" else data
+        ),
+        lambda topic, data: (
+            canonical_bytes({**json.loads(data), "head_sha256": "e" * 64})
+            if topic == "/seal"
+            else data
+        ),
+        lambda topic, data: b"not json" if topic == "/seal" else data,
+    ],
+    ids=["removed", "wrong-count", "wrong-head", "unreadable"],
+)
+def test_a_run_whose_seal_is_wrong_is_not_sealed(tmp_path: Path, tamper: Any) -> None:
+    path = tmp_path / "run.mcap"
+    with open_run(path) as sink:
+        gate_pair(sink, 0)
+
+    report = build_decision_trace_report(rewritten(path, tmp_path / "t.mcap", tamper))
+
+    assert report.sealed is False
+
+
+def test_a_run_with_records_after_its_seal_is_not_sealed(tmp_path: Path) -> None:
+    path = tmp_path / "run.mcap"
+    with open_run(path) as sink:
+        gate_pair(sink, 0)
+    stored = StoredRun.load(path)
+    stored.messages.append(stored.messages[1])
+
+    assert build_decision_trace_report(stored.write(tmp_path / "t.mcap")).sealed is False
+
+
+def test_a_file_with_no_records_is_not_sealed(tmp_path: Path) -> None:
+    path = tmp_path / "empty.mcap"
+    McapAuditSink(path).close()
+
+    assert build_decision_trace_report(path).sealed is False

@@ -76,6 +76,7 @@ def make_report() -> DecisionTraceReport:
         analysis_version=ANALYSIS_VERSION,
         duplicate_assessment_count=0,
         truncated=False,
+        sealed=True,
         problems=("a problem — named",),
     )
 
@@ -83,8 +84,9 @@ def make_report() -> DecisionTraceReport:
 # --- round trip and canonical bytes ------------------------------------------------------
 
 
-@given(decision_trace_reports())
-def test_decode_of_encode_is_the_same_report(report: DecisionTraceReport) -> None:
+@given(decision_trace_reports(), st.booleans())
+def test_decode_of_encode_is_the_same_report(report: DecisionTraceReport, sealed: bool) -> None:
+    report = dataclasses.replace(report, sealed=sealed)
     data = encode_decision_trace_report_to_bytes(report)
     decoded = decode_decision_trace_report_from_json(data)
 
@@ -114,7 +116,8 @@ def test_non_ascii_is_kept_as_utf8() -> None:
 
     assert "café ☕".encode() in data
     assert b"\\u" not in data
-    assert b'\n  "analysis_version": 1,\n' in data
+    assert b'\n  "analysis_version": 2,\n' in data
+    assert b'\n  "sealed": true,\n' in data
 
 
 def test_the_encoded_report_has_exactly_the_report_fields() -> None:
@@ -147,6 +150,8 @@ def decode_document(document: object) -> DecisionTraceReport:
         (lambda d: d.update(colour="blue"), "report has unknown field.*colour"),
         (lambda d: d.update(total_decisions="3"), r"report\.total_decisions must be an integer"),
         (lambda d: d.update(truncated=1), r"report\.truncated must be a boolean"),
+        (lambda d: d.update(sealed=None), r"report\.sealed must be a boolean"),
+        (lambda d: d.pop("sealed"), "report lacks field.*sealed"),
         (lambda d: d.update(verified_count=True), r"verified_count must be an integer"),
         (lambda d: d.update(verified_count=1.0), r"verified_count must be an integer, got a num"),
         (lambda d: d.update(records={}), r"report\.records must be an array"),
@@ -156,7 +161,8 @@ def decode_document(document: object) -> DecisionTraceReport:
             lambda d: d["per_policy_id_counts"].update(ops="1"),
             r"per_policy_id_counts\['ops'\] must be an integer",
         ),
-        (lambda d: d.update(analysis_version=2), "analysis_version 2; this analyzer reads"),
+        (lambda d: d.update(analysis_version=1), "analysis_version 1; this analyzer reads"),
+        (lambda d: d.update(analysis_version=3), "analysis_version 3; this analyzer reads"),
         (lambda d: d["records"][0].pop("trace_id"), r"records\[0\] lacks field.*trace_id"),
         (lambda d: d["records"][0].update(extra=0), r"records\[0\] has unknown field.*extra"),
         (
@@ -216,7 +222,7 @@ def test_decode_refuses_what_is_not_a_report(data: bytes | str, message: str) ->
         ({"per_policy_id_counts": {"ops": -1, "x": 4}}, "non-negative"),
         ({"timestamp_first_ns": 2_000}, "timestamps"),
         ({"timestamp_span_ns": None}, "timestamps"),
-        ({"analysis_version": 2}, "has analysis_version 1, the report 2"),
+        ({"analysis_version": 3}, "has analysis_version 2, the report 3"),
         ({"duplicate_assessment_count": -1}, "must not be negative"),
         ({"source_mcap_sha256": "c" * 63}, "64 lowercase hex"),
     ],

@@ -108,15 +108,56 @@ def test_a_broken_chain_is_reported_not_an_error(run_file: Path, tmp_path: Path)
     assert {record.chain_status for record in report.records} == {ChainStatus.BROKEN}
 
 
-def test_a_truncated_run_is_reported(run_file: Path, tmp_path: Path) -> None:
+def test_a_truncated_run_is_reported_and_warned_about(run_file: Path, tmp_path: Path) -> None:
     data = run_file.read_bytes()
     cut = tmp_path / "cut.mcap"
-    cut.write_bytes(data[: len(data) * 2 // 3])
+    cut.write_bytes(data[: data.index(b'"schema":"ghost.seal/1"')])
 
     result = ghost("trace-decisions", "--mcap", cut, cwd=tmp_path)
 
     assert result.returncode == 0, result.stderr
-    assert decode_decision_trace_report_from_json(result.stdout).truncated is True
+    report = decode_decision_trace_report_from_json(result.stdout)
+    assert (report.truncated, report.sealed) == (True, False)
+    assert result.stderr.decode().splitlines() == [
+        (
+            f"ghost: warning: {cut} is truncated: the file ends before its MCAP footer, as a crash"
+            " leaves it; the report covers the complete records before the cut"
+        ),
+        (
+            f"ghost: warning: {cut} is not sealed: the run was not closed cleanly, or its seal was"
+            f" removed; `ghost verify --mcap {cut}` tells which"
+        ),
+    ]
+
+
+def test_an_unsealed_complete_run_is_warned_about(run_file: Path, tmp_path: Path) -> None:
+    unsealed = tmp_path / "unsealed.mcap"
+    rewrite_mcap(run_file, unsealed, lambda topic, data: None if topic == "/seal" else data)
+
+    result = ghost("trace-decisions", "--mcap", unsealed, "--output", "-", cwd=tmp_path)
+
+    assert result.returncode == 0, result.stderr
+    report = decode_decision_trace_report_from_json(result.stdout)
+    assert (report.truncated, report.sealed) == (False, False)
+    stderr = result.stderr.decode()
+    assert stderr.count("\n") == 1
+    assert stderr.startswith(f"ghost: warning: {unsealed} is not sealed")
+
+
+def test_output_dash_means_standard_output(run_file: Path, tmp_path: Path) -> None:
+    result = ghost("trace-decisions", "--mcap", run_file, "--output", "-", cwd=tmp_path)
+
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == ghost("trace-decisions", "--mcap", run_file, cwd=tmp_path).stdout
+    assert not (tmp_path / "-").exists()
+
+
+def test_a_file_named_dash_is_still_reachable(run_file: Path, tmp_path: Path) -> None:
+    result = ghost("trace-decisions", "--mcap", run_file, "--output", "./-", cwd=tmp_path)
+
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == b""
+    assert decode_decision_trace_report_from_json((tmp_path / "-").read_bytes())
 
 
 def test_version_and_help(tmp_path: Path) -> None:
@@ -185,6 +226,74 @@ def test_an_unwritable_output_exits_1(run_file: Path, tmp_path: Path, where: str
 
     assert result.returncode == 1
     assert_one_error_line(result, f"cannot write {output}")
+
+
+# --- ghost demo: where it writes ------------------------------------------------------------
+
+
+def demo(out: Path | str, cwd: Path) -> subprocess.CompletedProcess[bytes]:
+    return ghost("demo", "--out", out, cwd=cwd)
+
+
+@pytest.mark.skipif(not Path("/proc/self").is_dir(), reason="needs Linux /proc")
+def test_demo_into_an_unwritable_place_exits_1(tmp_path: Path) -> None:
+    result = demo("/proc/x.mcap", tmp_path)
+
+    assert result.returncode == 1
+    assert_one_error_line(result, "cannot write the demo run to /proc/x.mcap")
+
+
+def test_demo_never_replaces_a_file_that_is_not_its_own(tmp_path: Path) -> None:
+    precious = tmp_path / "audit.mcap"
+    write_run(precious, decisions=2)
+    before = precious.read_bytes()
+
+    result = demo(precious, tmp_path)
+
+    assert result.returncode == 1
+    assert_one_error_line(result, f"will not replace {precious}", "not a previous ghost demo run")
+    assert precious.read_bytes() == before
+    assert not precious.with_suffix(".trace.json").exists()
+
+
+def test_demo_never_replaces_a_report_path_that_is_not_a_report(tmp_path: Path) -> None:
+    notes = tmp_path / "run.trace.json"
+    notes.write_text("my notes\n")
+
+    result = demo(tmp_path / "run.mcap", tmp_path)
+
+    assert result.returncode == 1
+    assert_one_error_line(result, f"will not replace {notes}", "not a ghost decision trace report")
+    assert notes.read_text() == "my notes\n"
+    assert not (tmp_path / "run.mcap").exists()
+
+
+def test_demo_refuses_a_directory(tmp_path: Path) -> None:
+    (tmp_path / "runs.mcap").mkdir()
+
+    result = demo(tmp_path / "runs.mcap", tmp_path)
+
+    assert result.returncode == 1
+    assert_one_error_line(result, "will not replace")
+
+
+def test_demo_replaces_its_own_previous_run(tmp_path: Path) -> None:
+    out = tmp_path / "deep" / "er" / "demo.mcap"
+    first = demo(out, tmp_path)
+    assert first.returncode == 0, first.stderr
+    first_bytes = out.read_bytes()
+
+    second = demo(out, tmp_path)
+
+    assert second.returncode == 0, second.stderr
+    assert b"Traceback" not in second.stderr
+    assert f"(replaced the previous demo run at {out})".encode() in second.stdout
+    assert out.read_bytes() != first_bytes  # a new run: new ids, new stamps
+    report = decode_decision_trace_report_from_json(out.with_suffix(".trace.json").read_bytes())
+    assert report == build_decision_trace_report(out)
+    # Nothing is left of the staging directory.
+    assert sorted(path.name for path in out.parent.iterdir()) == ["demo.mcap", "demo.trace.json"]
+    assert ghost("verify", "--mcap", out, cwd=tmp_path).returncode == 0
 
 
 # --- exit 2: usage ------------------------------------------------------------------------

@@ -1,0 +1,295 @@
+"""The checks of what records say about each other: decisions, assessments, approvals, the policy.
+
+Two `RecordCheck`s (ADR 0013):
+
+* `DecisionLinkCheck` — a gate logs one assessment, then the one decision
+  that rests on it (``assessment_sha256`` = the assessment's content
+  address, the same ``decision_id``, the same policy and span), and at most
+  one approval per ``pending`` decision, naming it by content address. So:
+
+  1. an assessment's ``decision_id`` is not already assessed or decided;
+  2. a decision's ``decision_id`` is not already decided; its claim is the
+     content address of the assessment logged for its id before it (or null,
+     and then no assessment is logged for it); it agrees with that
+     assessment on ``policy_id``, ``policy_sha256``, ``trace_id`` and
+     ``span_id``;
+  3. an approval resolves a decision logged before it, names it by its
+     content address, finds it ``pending``, and is the only one for it;
+  4. at the end, every assessment has its decision — except in a run a
+     crash cut short, where the last ones may have been in flight.
+
+  Most tampering with these records breaks the hash chain first; these
+  rules name the *decision* it touched, and they still hold when someone
+  edits a record and re-chains the log after it.
+
+* `PolicyAttachmentCheck` — the file's one attachment is the policy source
+  the ``/run`` record names by ``policy_source_sha256``, logged at the run's
+  ``stamp_ns``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Final
+
+from analysis._run_facts import (
+    APPROVALS_TOPIC,
+    ASSESSMENTS_TOPIC,
+    DECISIONS_TOPIC,
+    RUN_TOPIC,
+    RecordFacts,
+    RunEnd,
+    shown,
+)
+from analysis._verify_model import IntegrityCheck, RunProblem
+from runtime import RuntimeVerdict
+
+if TYPE_CHECKING:
+    from audit import LoggedAttachment
+
+__all__ = ["DecisionLinkCheck", "PolicyAttachmentCheck"]
+
+# The facts of one check that both halves of a decision record.
+_SHARED_FIELDS: Final = ("policy_id", "policy_sha256", "trace_id", "span_id")
+_VERDICTS: Final = frozenset(verdict.value for verdict in RuntimeVerdict)
+_MAX_NAME: Final = 60
+
+
+@dataclass(frozen=True, slots=True)
+class _Decided:
+    """What later records need of a decision: where it is, its address, its verdict."""
+
+    label: str
+    address: str
+    verdict: object
+
+
+class DecisionLinkCheck:
+    """Assessments, decisions and approvals pair up by id and content address."""
+
+    __slots__ = ("_approved", "_decided", "_open", "_open_by_address")
+
+    def __init__(self) -> None:
+        # Assessments waiting for their decision: decision_id -> the assessment.
+        self._open: dict[str, RecordFacts] = {}
+        self._open_by_address: dict[str, str] = {}
+        self._decided: dict[str, _Decided] = {}
+        self._approved: dict[str, str] = {}
+
+    @property
+    def open_assessments(self) -> int:
+        """Assessments read so far that no decision has claimed."""
+        return len(self._open)
+
+    def visit(self, facts: RecordFacts) -> Iterable[RunProblem]:
+        if facts.decision_id is None:
+            return ()  # unreadable or malformed: the json or schema check names it
+        if facts.topic == ASSESSMENTS_TOPIC:
+            return self._assessment(facts, facts.decision_id)
+        if facts.topic == DECISIONS_TOPIC:
+            return self._decision(facts, facts.decision_id)
+        if facts.topic == APPROVALS_TOPIC:
+            return self._approval(facts, facts.decision_id)
+        return ()
+
+    def _assessment(self, facts: RecordFacts, decision_id: str) -> list[RunProblem]:
+        decided = self._decided.get(decision_id)
+        if decided is not None:
+            return [
+                facts.problem(
+                    IntegrityCheck.LINKS,
+                    f"an assessment for a decision already logged ({decided.label}): a gate"
+                    " logs the assessment first",
+                )
+            ]
+        first = self._open.get(decision_id)
+        if first is not None:
+            return [
+                facts.problem(
+                    IntegrityCheck.LINKS,
+                    f"a second assessment for this decision (the first is {first.label}):"
+                    " a gate logs one",
+                )
+            ]
+        self._open[decision_id] = facts
+        self._open_by_address[facts.address] = decision_id
+        return []
+
+    def _decision(self, facts: RecordFacts, decision_id: str) -> list[RunProblem]:
+        earlier = self._decided.get(decision_id)
+        if earlier is not None:
+            return [
+                facts.problem(
+                    IntegrityCheck.LINKS,
+                    f"a second decision with this decision_id (the first is {earlier.label})",
+                )
+            ]
+        self._decided[decision_id] = _Decided(facts.label, facts.address, facts.field("verdict"))
+        assessment = self._open.pop(decision_id, None)
+        if assessment is not None:
+            del self._open_by_address[assessment.address]
+        claim = facts.field("assessment_sha256")
+        problems: list[RunProblem] = []
+        if claim is None:
+            if assessment is not None:
+                problems.append(
+                    facts.problem(
+                        IntegrityCheck.LINKS,
+                        "it claims no assessment (assessment_sha256 is null), but its"
+                        f" assessment is logged ({assessment.label})",
+                    )
+                )
+        elif assessment is None:
+            other = self._open_by_address.get(claim) if isinstance(claim, str) else None
+            why = (
+                f"it claims the assessment of decision {other}: records were swapped or re-linked"
+                if other is not None
+                else "no assessment for this decision precedes it"
+            )
+            problems.append(
+                facts.problem(
+                    IntegrityCheck.LINKS, f"it claims assessment {shown(claim)}, but {why}"
+                )
+            )
+        elif claim != assessment.address:
+            problems.append(
+                facts.problem(
+                    IntegrityCheck.LINKS,
+                    f"it claims assessment {shown(claim)}, but its assessment,"
+                    f" {assessment.label}, has content address {assessment.address}",
+                )
+            )
+        if assessment is not None:
+            differing = [
+                name for name in _SHARED_FIELDS if facts.field(name) != assessment.field(name)
+            ]
+            if differing:
+                problems.append(
+                    facts.problem(
+                        IntegrityCheck.LINKS,
+                        f"its {', '.join(differing)} differ from its assessment's"
+                        f" ({assessment.label}): both halves of one check record the same",
+                    )
+                )
+        return problems
+
+    def _approval(self, facts: RecordFacts, decision_id: str) -> list[RunProblem]:
+        decided = self._decided.get(decision_id)
+        if decided is None:
+            return [
+                facts.problem(
+                    IntegrityCheck.LINKS,
+                    "it resolves a decision that is not logged before it",
+                )
+            ]
+        problems: list[RunProblem] = []
+        named = facts.field("decision_sha256")
+        if named != decided.address:
+            problems.append(
+                facts.problem(
+                    IntegrityCheck.LINKS,
+                    f"it names its decision by content address {shown(named)}, but the"
+                    f" decision, {decided.label}, has content address {decided.address}",
+                )
+            )
+        if decided.verdict != RuntimeVerdict.PENDING.value:
+            verdict = decided.verdict
+            said = repr(verdict) if verdict in _VERDICTS else shown(verdict)
+            problems.append(
+                facts.problem(
+                    IntegrityCheck.LINKS,
+                    f"it resolves a decision ({decided.label}) whose verdict is {said},"
+                    " not 'pending'",
+                )
+            )
+        first = self._approved.get(decision_id)
+        if first is not None:
+            problems.append(
+                facts.problem(
+                    IntegrityCheck.LINKS,
+                    f"a second approval for this decision (the first is {first})",
+                )
+            )
+        else:
+            self._approved[decision_id] = facts.label
+        return problems
+
+    def finish(self, end: RunEnd) -> Iterable[RunProblem]:
+        if end.truncated and not end.sealed:
+            return ()  # a crash can catch an assessment before its decision is written
+        return tuple(
+            assessment.problem(
+                IntegrityCheck.LINKS,
+                "no decision claims this assessment, yet the run was closed: its decision"
+                " was removed",
+            )
+            for assessment in self._open.values()
+        )
+
+
+class PolicyAttachmentCheck:
+    """The one attachment is the policy source ``/run`` names, logged at the run's stamp."""
+
+    __slots__ = ("_run",)
+
+    def __init__(self) -> None:
+        self._run: RecordFacts | None = None
+
+    def visit(self, facts: RecordFacts) -> Iterable[RunProblem]:
+        if facts.position == 0 and facts.topic == RUN_TOPIC:
+            self._run = facts
+        return ()
+
+    def finish(self, end: RunEnd) -> Iterable[RunProblem]:
+        run = self._run
+        if run is None or run.record is None:
+            return ()  # the run or json check names a missing or unreadable /run
+        named = run.field("policy_source_sha256")
+        policy = [a for a in end.attachments if a.sha256 == named]
+        others = [a for a in end.attachments if a.sha256 != named]
+        problems: list[RunProblem] = []
+        if not policy:
+            stored = "; ".join(_describe(a) for a in others) or "none"
+            problems.append(
+                run.problem(
+                    IntegrityCheck.ATTACHMENT,
+                    f"no attachment holds the policy source it names (policy_source_sha256"
+                    f" {shown(named)}): the policy attachment was altered or removed"
+                    f" (attachments: {stored})",
+                )
+            )
+        elif len(policy) > 1:
+            problems.append(
+                run.problem(
+                    IntegrityCheck.ATTACHMENT,
+                    f"its policy source is attached {len(policy)} times; a sink attaches it once",
+                )
+            )
+        stamp = run.integer("stamp_ns")
+        problems.extend(
+            run.problem(
+                IntegrityCheck.ATTACHMENT,
+                f"its policy attachment has MCAP log_time {a.log_time_ns}, but the run's"
+                f" stamp_ns is {shown(stamp)}",
+            )
+            for a in policy
+            if a.log_time_ns != stamp
+        )
+        if policy:
+            problems.extend(
+                RunProblem(
+                    IntegrityCheck.ATTACHMENT,
+                    f"an attachment that is not the run's policy source ({_describe(a)}):"
+                    " a ghost sink attaches only the policy",
+                )
+                for a in others
+            )
+        return problems
+
+
+def _describe(attachment: LoggedAttachment) -> str:
+    name = attachment.name
+    clipped = name if len(name) <= _MAX_NAME else name[: _MAX_NAME - 1] + "…"
+    # repr() escapes newlines and control characters: a name cannot break the line.
+    return f"{clipped!r}, sha256 {attachment.sha256}"

@@ -1,0 +1,509 @@
+"""The record checks one by one, fed records built here: every rule and every branch.
+
+`test_verify_run` shows each check catching its tamper in a real file; this
+module pins the rules themselves, including the cases a small real run
+cannot reach (``seq`` past 2^32, an unknown topic, every way a
+decision, an assessment and an approval can disagree).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping
+from types import MappingProxyType
+from typing import Any
+
+import pytest
+
+from analysis import IntegrityCheck, RunProblem
+from analysis._run_facts import RecordFacts, RunEnd, read_facts, shown
+from analysis._verify_chain import KnownTopicsCheck, McapFieldsCheck, SeqCheck
+from analysis._verify_links import DecisionLinkCheck
+from audit import TOPICS, LoggedRecord
+from runtime import canonical_bytes, make_uuid7, sha256_hex
+from tests.records import STAMP_NS, approval, assessment, decision
+
+C = IntegrityCheck
+ID_1 = make_uuid7(STAMP_NS + 1_000_000)
+ID_2 = make_uuid7(STAMP_NS + 2_000_000)
+
+
+def facts(
+    position: int,
+    topic: str,
+    record: Mapping[str, Any],
+    *,
+    log_time: int | None = None,
+    sequence: int | None = None,
+) -> RecordFacts:
+    """The facts of a record stored canonically at ``position``, seq = position."""
+    full = {"seq": position, "prev_sha256": "0" * 64, **record}
+    data = canonical_bytes(full)
+    logged = LoggedRecord(
+        topic=topic,
+        log_time_ns=full["stamp_ns"] if log_time is None else log_time,
+        sequence=full["seq"] % 2**32 if sequence is None else sequence,
+        data=data,
+        sha256=sha256_hex(data),
+        record=MappingProxyType(full),
+        problem=None,
+        publish_time_ns=full["stamp_ns"],
+        channel_id=1,
+        offset=position,
+        offset_in_chunk=None,
+    )
+    result, problems = read_facts(position, logged, TOPICS)
+    assert [p for p in problems if p.check is not C.SCHEMA] == []
+    return result
+
+
+def stored_record(
+    topic: str, data: bytes, record: Mapping[str, Any] | None, problem: str | None
+) -> LoggedRecord:
+    """A record as the reader returns it, MCAP times and sequence 1."""
+    return LoggedRecord(
+        topic=topic,
+        log_time_ns=1,
+        sequence=1,
+        data=data,
+        sha256=sha256_hex(data),
+        record=record,
+        problem=problem,
+        publish_time_ns=1,
+        channel_id=1,
+        offset=0,
+        offset_in_chunk=None,
+    )
+
+
+def messages(problems: Iterable[RunProblem]) -> list[str]:
+    return [problem.message for problem in problems]
+
+
+END_SEALED = RunEnd(record_count=10, truncated=False, sealed=True, attachments=())
+END_CRASHED = RunEnd(record_count=10, truncated=True, sealed=False, attachments=())
+END_CUT_AFTER_SEAL = RunEnd(record_count=10, truncated=True, sealed=True, attachments=())
+END_COMPLETE_UNSEALED = RunEnd(record_count=10, truncated=False, sealed=False, attachments=())
+
+
+# --- decisions and assessments --------------------------------------------------------------
+
+
+class Links:
+    """A DecisionLinkCheck fed one record at a time, positions counted for us."""
+
+    def __init__(self) -> None:
+        self.check = DecisionLinkCheck()
+        self.position = 0
+
+    def feed(self, topic: str, record: Mapping[str, Any]) -> tuple[RecordFacts, list[RunProblem]]:
+        self.position += 1
+        fed = facts(self.position, topic, record)
+        return fed, list(self.check.visit(fed))
+
+    def assess(self, decision_id: str = ID_1, **changes: Any) -> RecordFacts:
+        fed, problems = self.feed("/assessments", assessment(decision_id, **changes))
+        assert problems == []
+        return fed
+
+    def decide(
+        self, claim: str | None, decision_id: str = ID_1, **changes: Any
+    ) -> tuple[RecordFacts, list[RunProblem]]:
+        return self.feed("/decisions", decision(decision_id, claim, **changes))
+
+
+def test_a_decision_resting_on_its_assessment_passes() -> None:
+    links = Links()
+    first = links.assess()
+    assert links.check.open_assessments == 1
+
+    _, problems = links.decide(first.address)
+
+    assert problems == []
+    assert links.check.open_assessments == 0
+    assert list(links.check.finish(END_SEALED)) == []
+
+
+def test_a_decision_claiming_no_assessment_passes_when_none_was_logged() -> None:
+    links = Links()
+
+    _, problems = links.decide(None)
+
+    assert problems == []
+
+
+def test_a_decision_claiming_no_assessment_while_one_is_logged_is_named() -> None:
+    links = Links()
+    links.assess()
+
+    fed, problems = links.decide(None)
+
+    assert messages(problems) == [
+        (
+            "it claims no assessment (assessment_sha256 is null), but its assessment is logged"
+            f" (seq 1 (/assessments, decision {ID_1}))"
+        )
+    ]
+    assert problems[0].position == fed.position
+    assert problems[0].decision_id == ID_1
+    assert problems[0].check is C.LINKS
+
+
+def test_a_decision_claiming_an_assessment_that_is_not_there_is_named() -> None:
+    links = Links()
+
+    _, problems = links.decide("e" * 64)
+
+    assert messages(problems) == [
+        f"it claims assessment {'e' * 64}, but no assessment for this decision precedes it"
+    ]
+
+
+def test_a_decision_claiming_another_decisions_assessment_is_named() -> None:
+    links = Links()
+    other = links.assess(ID_2)
+
+    _, problems = links.decide(other.address)
+
+    assert messages(problems) == [
+        (
+            f"it claims assessment {other.address}, but it claims the assessment of decision"
+            f" {ID_2}: records were swapped or re-linked"
+        )
+    ]
+
+
+def test_a_claimed_assessment_is_no_longer_open_to_claims() -> None:
+    links = Links()
+    first = links.assess()
+    links.decide(first.address)
+
+    _, problems = links.decide(first.address, decision_id=ID_2)
+
+    # Its one decision has it: a second claim finds nothing open, and says so.
+    assert messages(problems) == [
+        f"it claims assessment {first.address}, but no assessment for this decision precedes it"
+    ]
+
+
+def test_a_claim_that_is_not_a_hash_is_described() -> None:
+    links = Links()
+
+    _, problems = links.decide(claim=True)  # type: ignore[arg-type]
+
+    assert messages(problems) == [
+        "it claims assessment a boolean, but no assessment for this decision precedes it"
+    ]
+
+
+def test_a_decision_whose_assessment_hashes_differently_is_named() -> None:
+    links = Links()
+    first = links.assess()
+
+    _, problems = links.decide("e" * 64)
+
+    assert messages(problems) == [
+        (
+            f"it claims assessment {'e' * 64}, but its assessment, seq 1 (/assessments,"
+            f" decision {ID_1}), has content address {first.address}"
+        )
+    ]
+
+
+@pytest.mark.parametrize("name", ["policy_id", "policy_sha256", "trace_id", "span_id"])
+def test_a_decision_that_disagrees_with_its_assessment_is_named(name: str) -> None:
+    links = Links()
+    first = links.assess()
+    value = "f" * len(str(first.field(name)))
+
+    _, problems = links.decide(first.address, **{name: value})
+
+    assert len(problems) == 1
+    assert problems[0].message.startswith(f"its {name} differ from its assessment's (seq 1")
+
+
+def test_every_disagreeing_field_is_listed() -> None:
+    links = Links()
+    first = links.assess()
+
+    _, problems = links.decide(first.address, policy_id="other", trace_id="f" * 32)
+
+    assert messages(problems)[0].startswith("its policy_id, trace_id differ")
+
+
+def test_a_second_decision_with_the_same_id_is_named() -> None:
+    links = Links()
+    first = links.assess()
+    links.decide(first.address)
+
+    _, problems = links.decide(first.address)
+
+    assert messages(problems) == [
+        (
+            f"a second decision with this decision_id (the first is seq 2 (/decisions,"
+            f" decision {ID_1}))"
+        )
+    ]
+
+
+def test_a_second_assessment_for_one_decision_is_named() -> None:
+    links = Links()
+    links.assess()
+
+    _, problems = links.feed("/assessments", assessment(ID_1, agent="other"))
+
+    assert messages(problems) == [
+        (
+            f"a second assessment for this decision (the first is seq 1 (/assessments,"
+            f" decision {ID_1})): a gate logs one"
+        )
+    ]
+    # The first stays the one its decision must rest on.
+    assert links.check.open_assessments == 1
+
+
+def test_an_assessment_after_its_decision_is_named() -> None:
+    links = Links()
+    links.decide(None)
+
+    _, problems = links.feed("/assessments", assessment(ID_1))
+
+    assert messages(problems) == [
+        (
+            f"an assessment for a decision already logged (seq 1 (/decisions, decision {ID_1})):"
+            " a gate logs the assessment first"
+        )
+    ]
+    assert links.check.open_assessments == 0
+
+
+def test_records_without_a_readable_decision_id_are_left_to_the_schema_check() -> None:
+    links = Links()
+
+    for topic, record in (
+        ("/assessments", assessment("not-a-uuid")),
+        ("/decisions", decision("not-a-uuid", "e" * 64)),
+        ("/approvals", approval("not-a-uuid", "e" * 64)),
+    ):
+        _, problems = links.feed(topic, record)
+        assert problems == []
+    assert links.check.open_assessments == 0
+
+
+def test_records_on_other_topics_are_not_linked() -> None:
+    links = Links()
+
+    _, problems = links.feed("/seal", {**decision(ID_1, "e" * 64), "schema": "ghost.seal/1"})
+
+    assert problems == []
+
+
+# --- approvals ------------------------------------------------------------------------------
+
+
+def pending_decision(links: Links) -> RecordFacts:
+    first = links.assess()
+    fed, problems = links.decide(first.address, verdict="pending")
+    assert problems == []
+    return fed
+
+
+def test_an_approval_of_a_pending_decision_passes() -> None:
+    links = Links()
+    pending = pending_decision(links)
+
+    _, problems = links.feed("/approvals", approval(ID_1, pending.address))
+
+    assert problems == []
+
+
+def test_an_approval_of_an_unlogged_decision_is_named() -> None:
+    links = Links()
+
+    _, problems = links.feed("/approvals", approval(ID_1, "e" * 64))
+
+    assert messages(problems) == ["it resolves a decision that is not logged before it"]
+
+
+def test_an_approval_naming_the_wrong_address_is_named() -> None:
+    links = Links()
+    pending = pending_decision(links)
+
+    _, problems = links.feed("/approvals", approval(ID_1, "e" * 64))
+
+    assert messages(problems) == [
+        (
+            f"it names its decision by content address {'e' * 64}, but the decision, seq 2"
+            f" (/decisions, decision {ID_1}), has content address {pending.address}"
+        )
+    ]
+
+
+@pytest.mark.parametrize(
+    ("verdict", "said"),
+    [("allow", "'allow'"), ("deny", "'deny'"), ("Pending", "a string"), (7, "7")],
+)
+def test_an_approval_of_a_decision_that_is_not_pending_is_named(verdict: object, said: str) -> None:
+    links = Links()
+    first = links.assess()
+    decided, _ = links.decide(first.address, verdict=verdict)
+
+    _, problems = links.feed("/approvals", approval(ID_1, decided.address))
+
+    assert messages(problems) == [
+        (
+            f"it resolves a decision (seq 2 (/decisions, decision {ID_1})) whose verdict is"
+            f" {said}, not 'pending'"
+        )
+    ]
+
+
+def test_a_second_approval_of_one_decision_is_named() -> None:
+    links = Links()
+    pending = pending_decision(links)
+    links.feed("/approvals", approval(ID_1, pending.address))
+
+    _, problems = links.feed("/approvals", approval(ID_1, pending.address, outcome="rejected"))
+
+    assert messages(problems) == [
+        f"a second approval for this decision (the first is seq 3 (/approvals, decision {ID_1}))"
+    ]
+
+
+# --- the end of the run ---------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("end", "named"),
+    [
+        (END_SEALED, True),
+        (END_COMPLETE_UNSEALED, True),
+        (END_CUT_AFTER_SEAL, True),
+        (END_CRASHED, False),
+    ],
+    ids=["sealed", "complete-unsealed", "cut-after-seal", "crashed"],
+)
+def test_an_assessment_without_its_decision_is_named_unless_a_crash_explains_it(
+    end: RunEnd, named: bool
+) -> None:
+    links = Links()
+    lonely = links.assess()
+
+    problems = list(links.check.finish(end))
+
+    if named:
+        assert [(p.position, p.decision_id) for p in problems] == [(lonely.position, ID_1)]
+        assert "no decision claims this assessment, yet the run was closed" in (problems[0].message)
+    else:
+        assert problems == []
+    assert links.check.open_assessments == 1
+
+
+# --- seq, MCAP fields, topics, checkpoints --------------------------------------------------
+
+
+def test_mcap_sequence_wraps_at_2_to_the_32() -> None:
+    check = McapFieldsCheck()
+    seq = 2**32 + 5
+    record = {**decision(ID_1, None), "seq": seq}
+
+    assert list(check.visit(facts(1, "/decisions", record, sequence=5))) == []
+    problems = list(check.visit(facts(1, "/decisions", record, sequence=seq - 2**31)))
+    assert messages(problems) == [
+        f"its MCAP sequence is {seq - 2**31}, but its seq {seq} makes it 5"
+    ]
+
+
+def test_mcap_fields_of_an_unreadable_record_are_not_compared() -> None:
+    logged = stored_record("/decisions", b"x", None, "not JSON")
+    unreadable, _ = read_facts(3, logged, TOPICS)
+
+    assert list(McapFieldsCheck().visit(unreadable)) == []
+
+
+def test_a_log_time_that_differs_is_named() -> None:
+    problems = list(
+        McapFieldsCheck().visit(facts(1, "/decisions", decision(ID_1, None), log_time=7))
+    )
+
+    assert messages(problems) == [f"its MCAP log_time is 7, but its stamp_ns is {STAMP_NS}"]
+
+
+def test_seq_resumes_after_a_gap() -> None:
+    check = SeqCheck()
+    records = [facts(0, "/run", {"stamp_ns": 1, "schema": "ghost.run/1"})]
+    records.append(facts(1, "/decisions", {**decision(ID_1, None), "seq": 5}))
+    records.append(facts(2, "/decisions", {**decision(ID_2, None), "seq": 6}))
+
+    found = [list(check.visit(record)) for record in records]
+
+    assert [len(problems) for problems in found] == [0, 1, 0]
+
+
+def test_a_record_on_a_topic_the_verifier_does_not_know_is_not_verified() -> None:
+    check = KnownTopicsCheck({"/run"})
+    unknown = facts(3, "/checkpoints", {"schema": "ghost.checkpoint/1", "stamp_ns": 1})
+
+    problems = list(check.visit(unknown))
+
+    assert messages(problems) == [
+        (
+            "this verifier does not know how to check records on /checkpoints, so the record"
+            " is not verified"
+        )
+    ]
+    assert problems[0].check is C.TOPIC
+    assert list(check.visit(facts(0, "/run", {"schema": "ghost.run/1", "stamp_ns": 1}))) == []
+    assert list(check.finish(END_SEALED)) == []
+
+
+# --- what a message may show ----------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("value", "text"),
+    [
+        ("a" * 64, "a" * 64),
+        (ID_1, ID_1),
+        ("A" * 64, "a string"),
+        ("a" * 63, "a string"),
+        ("line\nbreak", "a string"),
+        (10**20 - 1, str(10**20 - 1)),
+        (-(10**20) + 1, str(-(10**20) + 1)),
+        (10**20, "a very large integer"),
+        (-(10**20), "a very large integer"),
+        (True, "a boolean"),
+        (None, "null"),
+        ([1], "an array"),
+        (1.5, "a number"),
+    ],
+)
+def test_a_message_shows_only_validated_values(value: object, text: str) -> None:
+    assert shown(value) == text
+
+
+def test_a_record_that_the_reader_could_not_parse_says_why() -> None:
+    def unreadable(problem: str | None) -> str:
+        logged = stored_record("/seal", b"x", None, problem)
+        _, problems = read_facts(0, logged, TOPICS)
+        assert [p.check for p in problems] == [C.JSON]
+        return problems[0].message
+
+    assert unreadable("the message is JSON null") == (
+        "the message cannot be read: the message is JSON null"
+    )
+    assert unreadable(None) == "the message cannot be read: it is not a JSON object"
+
+
+def test_a_long_reason_for_no_canonical_form_is_clipped() -> None:
+    huge = 10**200  # parses as JSON, but no record may hold it
+    data = canonical_bytes({"schema": "ghost.seal/1"})[:-1] + f',"stamp_ns":{huge}}}'.encode()
+    logged = stored_record("/seal", data, MappingProxyType(json.loads(data)), None)
+
+    _, problems = read_facts(0, logged, TOPICS)
+
+    canonical = next(p for p in problems if p.check is C.CANONICAL)
+    reason = canonical.message.split(" (", 1)[1]
+    assert reason.startswith("integer 1000")
+    assert reason.endswith("…)")
+    assert len(reason) == 161  # 159 characters, the ellipsis, the parenthesis
