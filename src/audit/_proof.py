@@ -441,10 +441,13 @@ def _audit_path(value: object, where: str, problems: list[str]) -> tuple[bytes, 
                 f"{where}'s audit_path is not an array of at most {MAX_AUDIT_PATH} hashes"
             )
         return None
-    nodes = tuple(
-        _hash(node, f"{where}'s audit_path[{i}]", problems) for i, node in enumerate(value)
-    )
-    return None if None in nodes else tuple(node for node in nodes if node is not None)
+    nodes: list[bytes] = []
+    for number, node in enumerate(value):
+        parsed = _hash(node, f"{where}'s audit_path[{number}]", problems)
+        if parsed is None:
+            return None
+        nodes.append(parsed)
+    return tuple(nodes)
 
 
 def _check_note(
@@ -504,9 +507,9 @@ def _check_signature(
     public_key: Ed25519PublicKey | None,
     problems: list[str],
 ) -> str:
-    note_text = document.get("checkpoint_note")
     try:
-        note = parse_checkpoint_note(note_text).note if type(note_text) is str else None
+        # A value that is not a string is a `NoteError` too.
+        note = parse_checkpoint_note(document.get("checkpoint_note", "")).note
     except NoteError:
         note = None  # already a problem of `_check_note`
     signatures = () if note is None else note.signatures

@@ -799,3 +799,58 @@ def test_load_proof_of_an_unreadable_file(tmp_path: Path, kind: str) -> None:
         load_proof(path)
     assert caught.value.problem.startswith("it cannot be read (")
     assert caught.value.path == path
+
+
+# --- boundaries and absent fields ----------------------------------------------------------------
+
+
+def test_each_absent_top_level_field_is_named_once() -> None:
+    for field in ("format", "records", "checkpoint_note"):
+        document = valid()
+        del document[field]
+        found = problems(document)
+        assert found[0] == f"the proof lacks the field(s) {field}"
+        assert not any(f"{field} is not" in problem for problem in found[1:]), found
+    document = valid()
+    del document["format"]
+    assert problems(document) == ("the proof lacks the field(s) format",)
+    document = valid()
+    del document["checkpoint_note"]
+    assert problems(document) == ("the proof lacks the field(s) checkpoint_note",)
+
+
+@pytest.mark.parametrize("field", ["role", "leaf_index", "record", "audit_path"])
+def test_each_absent_record_field_is_named_once(field: str) -> None:
+    document = valid()
+    del document["records"][3][field]
+    found = problems(document)
+    assert found[0] == f"records[3] lacks the field(s) {field}"
+    if field == "role":
+        assert found[1] == "records[3]'s role is not one of run, assessment, decision, approval"
+        assert len(found) == 2
+    else:
+        assert found == (f"records[3] lacks the field(s) {field}",)
+
+
+def test_unknown_field_names_are_clipped() -> None:
+    document = valid()
+    document["k" * 50] = 1
+    assert problems(document) == (f"the proof has unknown field(s) {'k' * 40}",)
+
+
+def test_a_tree_of_one_leaf_is_a_size() -> None:
+    found = problems({**valid(), "tree_size": 1})
+    assert "tree_size is not an integer from 1 to 2**63 - 1" not in found
+    assert found  # but no proof of two records fits it
+
+
+def test_the_largest_leaf_index_is_an_index() -> None:
+    document = valid()
+    document["records"][3]["leaf_index"] = 2**63 - 1
+    only(document, "the approval record (records[3]) has seq 3, but leaf_index 9223372036854775807")
+
+
+def test_an_unreadable_file_names_the_os_reason(tmp_path: Path) -> None:
+    with pytest.raises(ProofError) as caught:
+        load_proof(tmp_path / "missing.json")
+    assert caught.value.problem == "it cannot be read (No such file or directory)"
