@@ -22,7 +22,8 @@ A proof (format ``ghost.inclusion-proof/1``) is a small JSON object::
 2. Every record's text, as UTF-8, is the canonical bytes of a record
    (SPEC §5) of its role's schema; its ``leaf_index`` is its ``seq``; its
    audit path (at most 64 lowercase-hex hashes) leads from SHA-256(``0x00`` ‖
-   those bytes) to ``root_hash`` in a tree of ``tree_size`` leaves (RFC 6962).
+   those bytes) to ``root_hash`` in a tree of ``tree_size`` leaves (RFC 6962);
+   the ``run`` record is ``seq`` 0.
 3. The note is a ghost checkpoint note of exactly that size and root, whose
    origin is ``ghost.run/`` + the ``run`` record's ``run_id``.
 4. The decision's ``decision_id`` is the one claimed; the assessment is
@@ -310,6 +311,8 @@ def check_proof(
             )
         )
     run, decision = entries.get("run"), entries.get("decision")
+    if run is not None and run.leaf_index != 0:
+        problems.append(f"the run record is leaf {run.leaf_index}; a run's /run record is seq 0")
     run_id = None if run is None else run.record["run_id"]
     _check_note(document.get("checkpoint_note", _MISSING), tree_size, root, run_id, problems)
     if decision is not None:

@@ -854,3 +854,13 @@ def test_an_unreadable_file_names_the_os_reason(tmp_path: Path) -> None:
     with pytest.raises(ProofError) as caught:
         load_proof(tmp_path / "missing.json")
     assert caught.value.problem == "it cannot be read (No such file or directory)"
+
+
+def test_the_run_record_is_leaf_0() -> None:
+    # A /run record anywhere else is one no honest writer makes, even under a real key.
+    first = canonical_bytes({**run_record(), "seq": 0, "prev_sha256": None, "run_id": "x"})
+    records = [run_record(), decision(DECISION_ID, None)]
+    late = canonical_bytes({**records[0], "seq": 1, "prev_sha256": None})
+    d = canonical_bytes({**records[1], "seq": 2, "prev_sha256": sha256_hex(late)})
+    document = forge([first, late, d], {"run": 1, "decision": 2}, decision_id=DECISION_ID)
+    only(document, "the run record is leaf 1; a run's /run record is seq 0")
