@@ -55,7 +55,7 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any, Final, NamedTuple
 
 from audit._checkpoint import checkpoint_origin, parse_checkpoint_note
 from audit._errors import NoteError, ProofError
@@ -266,8 +266,7 @@ def load_proof(path: str | os.PathLike[str]) -> Mapping[str, Any]:
         raise ProofError(exc.problem, path=source) from None
 
 
-@dataclass(frozen=True, slots=True)
-class _Entry:
+class _Entry(NamedTuple):
     """A record of the document whose bytes, schema and audit path were read."""
 
     role: str
@@ -528,7 +527,10 @@ def _check_signature(
             "the checkpoint is unsigned: this shows the records are consistent with the note,"
             " not who wrote them (compare the note with an anchor you hold)"
         )
-    declared = strict_b64decode(signing["public_key"]) or b""
+    declared = strict_b64decode(signing["public_key"])
+    if declared is None:  # the schema's pattern lets stray low bits through
+        problems.append("the run's signing public_key is not canonical base64")
+        return "the checkpoint signature was not checked: the run's declared key is unreadable"
     if sha256_hex(declared) != signing["key_id"]:
         problems.append("the run's signing key_id is not the SHA-256 of its public_key")
     raw = declared if public_key is None else raw_public_key(public_key)

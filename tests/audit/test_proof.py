@@ -8,6 +8,7 @@ every rule of `audit._proof` is pinned by a proof that breaks it alone.
 from __future__ import annotations
 
 import copy
+import dataclasses
 import json
 from pathlib import Path
 from typing import Any
@@ -21,7 +22,9 @@ from audit import (
     MAX_AUDIT_PATH,
     MAX_PROOF_BYTES,
     PROOF_FORMAT,
+    InclusionProof,
     ProofError,
+    ProvenRecord,
     build_inclusion_proof,
     check_proof,
     load_proof,
@@ -458,9 +461,11 @@ def test_a_declared_key_that_is_not_canonical_base64_is_no_key() -> None:
     # The last character before '=' carries 2 stray bits: flip one, and base64 is not canonical.
     run["signing"]["public_key"] = key[:42] + chr(ord(key[42]) ^ 1) + "="
     _, document = honest(run=run, note_key=SIGNED_KEY)
-    found = problems(document)
-    assert found[0] == "the run's signing key_id is not the SHA-256 of its public_key"
-    assert found[-1].startswith("the checkpoint signature does not verify")
+    only(document, "the run's signing public_key is not canonical base64")
+    only(document, "the run's signing public_key is not canonical base64", SIGNED_KEY)
+    assert check_proof(document).signature == (
+        "the checkpoint signature was not checked: the run's declared key is unreadable"
+    )
 
 
 # --- the document's shape ---------------------------------------------------------------------
@@ -864,3 +869,24 @@ def test_the_run_record_is_leaf_0() -> None:
     d = canonical_bytes({**records[1], "seq": 2, "prev_sha256": sha256_hex(late)})
     document = forge([first, late, d], {"run": 1, "decision": 2}, decision_id=DECISION_ID)
     only(document, "the run record is leaf 1; a run's /run record is seq 0")
+
+
+def test_results_and_proofs_are_frozen(proofs: dict[str, list[dict[str, Any]]]) -> None:
+    result = check_proof(proofs["unsigned"][0])
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        result.problems = ("forged",)  # type: ignore[misc]
+    proof = honest_proof()
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        proof.tree_size = 1  # type: ignore[misc]
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        proof.records[0].leaf_index = 1  # type: ignore[misc]
+
+
+def honest_proof() -> InclusionProof:
+    return InclusionProof(
+        decision_id=DECISION_ID,
+        tree_size=2,
+        root_hash=b"\x00" * 32,
+        checkpoint_note="",
+        records=(ProvenRecord(role="run", leaf_index=0, data=b"{}", audit_path=()),),
+    )
