@@ -1,4 +1,5 @@
-"""The ``ghost`` command line: ``verify``, ``trace-decisions``, ``demo``, ``--version``.
+"""The ``ghost`` command line: ``verify``, ``trace-decisions``, ``demo``, ``keygen``,
+``prove``, ``verify-proof``, ``--version``.
 
 Exit codes follow SPEC §6 (ADR 0013):
 
@@ -6,10 +7,15 @@ Exit codes follow SPEC §6 (ADR 0013):
 * 1 — an input that cannot be read (a missing file, not MCAP, cut inside the
   magic, not a ghost audit log; for ``verify`` also a ``--public-key`` or
   ``--anchor`` file that cannot be read or is not an Ed25519 key or a
-  checkpoint note), or an output that cannot be written (for ``demo``, an
-  existing ``--out`` that is not a previous demo run). One ``ghost: error: ...`` line on stderr.
+  checkpoint note; for ``prove`` a decision the run does not hold, or no
+  checkpoint covering it; for ``verify-proof`` a file that is not a proof at
+  all), or an output that cannot be written or already exists (``keygen`` and
+  ``prove`` never replace a file; for ``demo``, an existing ``--out`` that is
+  not a previous demo run). One ``ghost: error: ...`` line on stderr.
 * 2 — a malformed command line (argparse's own message).
-* 3 — ``verify``: an integrity failure (tampered or corrupted).
+* 3 — ``verify``: an integrity failure (tampered or corrupted);
+  ``verify-proof``: the proof is invalid (one line per problem); ``prove``: the
+  run's records do not agree with its checkpoint, so no valid proof exists.
 * 4 — ``verify``: truncated, a gapless, correctly linked prefix that is not
   sealed, as a crash leaves it.
 
@@ -174,6 +180,58 @@ def _make_parser() -> argparse.ArgumentParser:
         help=f"where to write the run (default: {_DEFAULT_DEMO_OUT})",
     )
     demo.set_defaults(handler=_demo)
+
+    keygen = commands.add_parser(
+        "keygen",
+        help="write an Ed25519 key pair for signing checkpoints (PREFIX.key, PREFIX.pub)",
+        description=(
+            "Generate an Ed25519 key pair: PREFIX.key (private, PKCS #8 PEM, mode 0600)"
+            " and PREFIX.pub (public, PEM). Existing files are never replaced."
+            " Exit 0: written; 1: a file exists or cannot be written; 2: usage."
+        ),
+    )
+    keygen.add_argument(
+        "--out", required=True, metavar="PREFIX", help="write PREFIX.key and PREFIX.pub"
+    )
+    keygen.set_defaults(handler=_keygen)
+
+    prove = commands.add_parser(
+        "prove",
+        help="write a self-contained proof that one decision (and its assessment) is in a run",
+        description=(
+            "Find a decision in a run and write an inclusion proof (ADR 0015): its records'"
+            " canonical bytes, their leaf indexes, the first checkpoint note covering them,"
+            " and the RFC 6962 audit paths. The proof is checked before it is written."
+            " Exit 0: written; 3: the run's records disagree with its checkpoint; 1: the run"
+            " cannot be read, holds no such decision or no covering checkpoint, or the"
+            " output exists or cannot be written; 2: usage."
+        ),
+    )
+    prove.add_argument("--mcap", required=True, type=Path, metavar="RUN", help="the run")
+    prove.add_argument("--decision", required=True, metavar="ID", help="the decision_id to prove")
+    prove.add_argument(
+        "--out", required=True, type=Path, metavar="PROOF.json", help="where to write the proof"
+    )
+    prove.set_defaults(handler=_prove)
+
+    verify_proof = commands.add_parser(
+        "verify-proof",
+        help="check an inclusion proof without the run",
+        description=(
+            "Check an inclusion proof written by `ghost prove`: record bytes, leaf hashes,"
+            " audit paths, the checkpoint note and its signature, and the links between"
+            " the records. Exit 0: valid; 3: invalid (one line per problem); 1: the file"
+            " (or the key) cannot be read, or is not a proof; 2: usage."
+        ),
+    )
+    verify_proof.add_argument("proof", type=Path, metavar="PROOF.json", help="the proof")
+    verify_proof.add_argument(
+        "--public-key",
+        type=Path,
+        metavar="PEM",
+        help="the Ed25519 public key (PEM) the checkpoint must be signed with",
+    )
+    verify_proof.set_defaults(handler=_verify_proof)
     return parser
 
 
@@ -343,6 +401,79 @@ def _demo(args: argparse.Namespace) -> int:
         return _fail(f"cannot write the demo run to {out} ({where}: {_os_cause(exc)})")
     except AuditError as exc:
         return _fail(f"cannot write the demo run: {exc}")
+
+
+# --- keygen, prove, verify-proof --------------------------------------------------------------
+
+
+def _keygen(args: argparse.Namespace) -> int:
+    from audit import KeyFileError, generate_key_pair
+
+    try:
+        pair = generate_key_pair(args.out)
+    except KeyFileError as exc:
+        return _fail(f"cannot write {exc.path}: {exc.problem}")
+    lines = (
+        f"private key: {pair.private_key} (mode 0600: keep it secret; the sink signs with it)",
+        f"public key: {pair.public_key} (give it to auditors: ghost verify --public-key)",
+        f"key id: {pair.key_id}",
+        f"key name: {pair.key_name}",
+    )
+    return _write_stdout("".join(_printable(line) + "\n" for line in lines).encode("utf-8"))
+
+
+def _prove(args: argparse.Namespace) -> int:
+    from audit import LogFormatError, ProofError, build_inclusion_proof, check_proof, parse_proof
+
+    out: Path = args.out
+    if out.exists() or out.is_symlink():
+        return _fail(f"will not replace {out}: it already exists (choose another --out)")
+    try:
+        proof = build_inclusion_proof(args.mcap, args.decision)
+    except LogFormatError as exc:
+        return _fail(f"cannot read {exc.path}: {exc.problem}")
+    except ProofError as exc:
+        return _fail(f"cannot prove decision {args.decision!r} in {args.mcap}: {exc.problem}")
+    data = proof.to_bytes()
+    # Never hand out a proof that does not verify: check it as a third party would.
+    result = check_proof(parse_proof(data))
+    if not result.ok:
+        lines = [f"problem: {problem}" for problem in result.problems]
+        lines.append(
+            f"{args.mcap}: no valid proof of decision {args.decision} exists: the run's records"
+            " disagree with its checkpoint (`ghost verify` says how)"
+        )
+        _write_stdout("".join(_printable(line) + "\n" for line in lines).encode("utf-8"))
+        return EXIT_TAMPERED
+    try:
+        with out.open("xb") as stream:
+            stream.write(data)
+    except FileExistsError:
+        return _fail(f"will not replace {out}: it already exists (choose another --out)")
+    except OSError as exc:
+        return _fail(f"cannot write {out}: {_os_cause(exc)}")
+    return _write_stdout(_printable(f"{out}: {result.summary}").encode("utf-8") + b"\n")
+
+
+def _verify_proof(args: argparse.Namespace) -> int:
+    from audit import ProofError, check_proof, load_proof
+
+    try:
+        key = None if args.public_key is None else _load_public_key(args.public_key)
+    except _InputError as exc:
+        return _fail(str(exc))
+    try:
+        document = load_proof(args.proof)
+    except ProofError as exc:
+        return _fail(f"cannot use {args.proof}: {exc.problem}")
+    result = check_proof(document, key)
+    lines = [f"problem: {problem}" for problem in result.problems]
+    lines.append(f"{args.proof}: {result.summary}")
+    try:
+        _write_stdout("".join(_printable(line) + "\n" for line in lines).encode("utf-8"))
+    except BrokenPipeError:
+        _silence_stdout()
+    return EXIT_OK if result.ok else EXIT_TAMPERED
 
 
 # --- output ----------------------------------------------------------------------------------

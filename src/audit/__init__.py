@@ -9,6 +9,8 @@ memory for tests. `iter_run` streams a log back, whatever state it is in,
 within fixed memory bounds (`ReadLimits`), for the verifier, and `read_run`
 collects it into a `RunLog` for the analyzer; the Merkle, note and key
 functions here are what the verifier and the prover check a log with.
+`build_inclusion_proof` proves one decision is in a run, and `check_proof`
+checks such a proof without the run.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from audit._checkpoint import (
     make_checkpoint_note,
     parse_checkpoint_note,
 )
-from audit._errors import KeyFileError, LogFormatError, NoteError
+from audit._errors import KeyFileError, LogFormatError, NoteError, ProofError
 from audit._mcap_sink import McapAuditSink
 from audit._memory_sink import AuditEntry, MemoryAuditSink
 from audit._merkle import (
@@ -46,6 +48,19 @@ from audit._note import (
     verify_note,
 )
 from audit._problems import DEFAULT_LIMITS, CrcStatus, ProblemKind, ReadLimits, ReadProblem
+from audit._proof import (
+    MAX_AUDIT_PATH,
+    MAX_PROOF_BYTES,
+    PROOF_FORMAT,
+    PROOF_ROLES,
+    InclusionProof,
+    ProofVerification,
+    ProvenRecord,
+    check_proof,
+    load_proof,
+    parse_proof,
+)
+from audit._prove import build_inclusion_proof
 from audit._reader import iter_run, read_run
 from audit._run_log import (
     LoggedAttachment,
@@ -71,6 +86,10 @@ from audit._validate import schema_problems
 __all__ = [
     "DEFAULT_LIMITS",
     "EMPTY_ROOT",
+    "MAX_AUDIT_PATH",
+    "MAX_PROOF_BYTES",
+    "PROOF_FORMAT",
+    "PROOF_ROLES",
     "SCHEMAS",
     "TOPICS",
     "AuditEntry",
@@ -79,6 +98,7 @@ __all__ = [
     "CompactRange",
     "CrcStatus",
     "Durability",
+    "InclusionProof",
     "KeyFileError",
     "KeyPairFiles",
     "LogFormatError",
@@ -94,11 +114,16 @@ __all__ = [
     "NoteVerification",
     "NoteVerifier",
     "ProblemKind",
+    "ProofError",
+    "ProofVerification",
+    "ProvenRecord",
     "ReadEnd",
     "ReadLimits",
     "ReadProblem",
     "RunItem",
     "RunLog",
+    "build_inclusion_proof",
+    "check_proof",
     "checkpoint_origin",
     "consistency_proof",
     "default_key_name",
@@ -110,12 +135,14 @@ __all__ = [
     "leaf_hash",
     "load_checkpoint_note",
     "load_private_key",
+    "load_proof",
     "load_public_key",
     "make_checkpoint_note",
     "node_hash",
     "parse_checkpoint",
     "parse_checkpoint_note",
     "parse_note",
+    "parse_proof",
     "read_run",
     "schema_problems",
     "tree_root",

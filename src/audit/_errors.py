@@ -6,14 +6,18 @@
     └── AuditError                 a decision that could not be recorded
         ├── LogFormatError         a file that is not a readable ghost audit log
         ├── KeyFileError           a signing or verifying key file that cannot be used
-        └── NoteError              a checkpoint note that is malformed or fails its signatures
+        ├── NoteError              a checkpoint note that is malformed or fails its signatures
+        └── ProofError             an inclusion proof that cannot be read, or cannot be built
 
 Writing failures raise `AuditError` itself; `LogFormatError` is the reader's:
 the file cannot be read as a ghost audit log at all (as opposed to a log that
 reads but fails verification, which the reader reports as problems).
 `KeyFileError` names a key file (``ghost keygen``, ``--public-key``) and what
 is wrong with it; `NoteError` says why a note (a ``/checkpoints`` record's, or
-an anchor file's) cannot be trusted.
+an anchor file's) cannot be trusted. `ProofError` is the prover's and the proof
+reader's: a file that is not an inclusion proof at all (as opposed to a proof
+that reads but does not verify, which the checker reports as problems), or a
+run from which no proof can be built.
 """
 
 from __future__ import annotations
@@ -22,7 +26,7 @@ from pathlib import Path
 
 from runtime import AuditError
 
-__all__ = ["KeyFileError", "LogFormatError", "NoteError"]
+__all__ = ["KeyFileError", "LogFormatError", "NoteError", "ProofError"]
 
 
 class LogFormatError(AuditError):
@@ -66,3 +70,18 @@ class NoteError(AuditError):
         self.path = path
         where = "" if path is None else f"{path}: "
         super().__init__(f"{where}checkpoint note rejected: {problem}")
+
+
+class ProofError(AuditError):
+    """An inclusion proof cannot be read as one, or cannot be built from a run.
+
+    Attributes:
+        problem: what is wrong, as a sentence fragment a user can act on.
+        path: the proof file or the run it concerns, or None.
+    """
+
+    def __init__(self, problem: str, *, path: Path | None = None) -> None:
+        self.problem = problem
+        self.path = path
+        where = "" if path is None else f"{path}: "
+        super().__init__(f"{where}no inclusion proof: {problem}")
