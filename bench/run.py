@@ -19,10 +19,10 @@ from pathlib import Path
 
 import structlog
 
-from bench import audit_log, gate, scrub
+from bench import audit_log, gate, scrub, verify
 from bench._harness import Section, render
 
-MODULES = (gate, scrub, audit_log)
+MODULES = (gate, scrub, audit_log, verify)
 
 
 def main(argv: list[str] | None = None) -> int:
