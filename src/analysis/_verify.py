@@ -12,7 +12,7 @@
    `IntegrityCheck.READER` for the rest).
 2. Each channel the reader resolves is checked against ghost's layout: a
    schema named after a ghost record schema carries that schema's canonical
-   JSON (`audit._schemas.schema_data`), byte for byte.
+   JSON (`audit.SCHEMAS`, canonically encoded), byte for byte.
 3. Each record is decoded once (`read_facts`: JSON, schema, canonical
    bytes, content address) and handed, in file order, to every check of
    `make_checks`; at the end each check reports what only the end can tell.
@@ -87,7 +87,7 @@ KNOWN_TOPICS = frozenset(
 """The topics whose records this verifier knows how to check."""
 
 _SCHEMA_ENCODING: Final = "jsonschema"
-_CRC_KINDS: Final = frozenset({"crc_missing", "data_end_missing"})
+_CRC_KINDS: Final = frozenset({"crc_missing"})
 """Reader kinds about the CRC fields ghost always writes (`IntegrityCheck.FILE`)."""
 
 
@@ -169,7 +169,6 @@ def verify_items(
     checks = make_checks(public_key, anchors)
     links = next(check for check in checks if isinstance(check, DecisionLinkCheck))
     checkpoints = next(check for check in checks if isinstance(check, CheckpointCheck))
-    schemas = _SchemaCheck()
     counts: Counter[str] = Counter()
     attachments: list[LoggedAttachment] = []
     last: RecordFacts | None = None
@@ -195,7 +194,7 @@ def verify_items(
             head, last = last, facts
             position += 1
         elif isinstance(item, LoggedChannel):
-            problems.file(schemas.visit(item))
+            problems.file(_schema_problems(item))
         elif isinstance(item, LoggedAttachment):
             # Only its name, hash and times are checked: its bytes are not held.
             attachments.append(dataclasses.replace(item, data=b""))
@@ -240,31 +239,26 @@ def verify_items(
     )
 
 
-class _SchemaCheck:
-    """The channels ghost writes: a ``ghost.*`` schema carries exactly that schema's bytes."""
+def _schema_problems(channel: LoggedChannel) -> Iterator[RunProblem]:
+    """A channel whose schema is named ``ghost.*`` carries exactly that schema's bytes.
 
-    __slots__ = ("_reported",)
+    The reader resolves each channel once (its first definition), so each
+    channel is named at most once, however often the summary repeats it.
+    """
+    from audit import SCHEMAS
 
-    def __init__(self) -> None:
-        self._reported: set[int] = set()
-
-    def visit(self, channel: LoggedChannel) -> Iterator[RunProblem]:
-        from audit import SCHEMAS
-
-        name = channel.schema_name
-        if name is None or name not in SCHEMAS or channel.schema_id in self._reported:
-            return
-        expected = canonical_bytes(SCHEMAS[name])
-        data = channel.schema_data or b""
-        if channel.schema_encoding != _SCHEMA_ENCODING or data != expected:
-            self._reported.add(channel.schema_id)
-            yield RunProblem(
-                IntegrityCheck.FILE,
-                f"schema {channel.schema_id} is named {name} but does not carry that ghost"
-                f" schema ({len(data)} bytes of {channel.schema_encoding or 'no'} encoding,"
-                f" expected {len(expected)} bytes of {_SCHEMA_ENCODING}): it was emptied or"
-                " altered",
-            )
+    name, data = channel.schema_name, channel.schema_data
+    if name is None or data is None or name not in SCHEMAS:
+        return
+    expected = canonical_bytes(SCHEMAS[name])
+    if channel.schema_encoding != _SCHEMA_ENCODING or data != expected:
+        yield RunProblem(
+            IntegrityCheck.FILE,
+            f"schema {channel.schema_id} is named {name} but does not carry that ghost"
+            f" schema ({len(data)} bytes of {channel.schema_encoding or 'no'} encoding,"
+            f" expected {len(expected)} bytes of {_SCHEMA_ENCODING}): it was emptied or"
+            " altered",
+        )
 
 
 class _Problems:

@@ -46,9 +46,8 @@ from __future__ import annotations
 import base64
 import binascii
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
-from enum import StrEnum
-from typing import TYPE_CHECKING, Any, Final
+from enum import Enum, auto
+from typing import TYPE_CHECKING, Any, Final, NamedTuple
 
 from analysis._run_facts import (
     CHECKPOINTS_TOPIC,
@@ -71,18 +70,20 @@ __all__ = ["CheckpointCheck"]
 _SHA256_HEX_DIGITS: Final = 64
 
 
-@dataclass(frozen=True, slots=True)
-class _DeclaredKey:
-    """The key ``/run`` declares: its verifier, or why it cannot be used."""
+class _DeclaredKey(NamedTuple):
+    """The key ``/run`` declares: its verifier (None if unusable) and its computed key id."""
 
     verifier: NoteVerifier | None
     key_id: str | None
 
 
-class _KeyUse(StrEnum):
-    GIVEN = "given"
-    DECLARED = "declared"
-    NONE = "none"
+_NO_KEY: Final = _DeclaredKey(None, None)
+
+
+class _KeyUse(Enum):
+    GIVEN = auto()
+    DECLARED = auto()
+    NONE = auto()
 
 
 class CheckpointCheck:
@@ -95,6 +96,7 @@ class CheckpointCheck:
 
     __slots__ = (
         "_anchor_roots",
+        "_anchor_sizes",
         "_anchors",
         "_checkpoints",
         "_declared",
@@ -110,23 +112,21 @@ class CheckpointCheck:
     def __init__(
         self, public_key: Ed25519PublicKey | None, anchors: Sequence[CheckpointNote]
     ) -> None:
-        from audit import EMPTY_ROOT, CompactRange, key_id
+        from audit import CompactRange, key_id
 
         self._public_key = public_key
         self._given_id = None if public_key is None else key_id(public_key)
         self._anchors = tuple(anchors)
         self._tree: CompactRange = CompactRange()
         # The root of the file's tree at each anchored size, taken as the pass goes by.
-        self._anchor_roots: dict[int, bytes | None] = {
-            anchor.checkpoint.tree_size: None for anchor in self._anchors
-        }
-        if 0 in self._anchor_roots:
-            self._anchor_roots[0] = EMPTY_ROOT
+        self._anchor_sizes = frozenset(anchor.checkpoint.tree_size for anchor in self._anchors)
+        self._anchor_roots: dict[int, bytes] = {}
+        self._take_root()
         self._checkpoints = 0
         self._matched = 0
         self._run_id: str | None = None
         self._run_signed = False
-        self._declared: _DeclaredKey | None = None
+        self._declared = _NO_KEY  # what /run declares, once it is read
         self._last: RecordFacts | None = None
 
     @property
@@ -219,13 +219,13 @@ class CheckpointCheck:
                     " key holder wrote it",
                 )
             )
-        elif self._declared is not None and self._declared.key_id != self._given_id:
-            declared = shown(signing.get("key_id")) if isinstance(signing, Mapping) else "none"
+        elif self._declared.key_id != self._given_id:
+            declared = self._declared.key_id
+            named = "an unusable key" if declared is None else f"key {declared}"
             problems.append(
                 facts.problem(
                     IntegrityCheck.CHECKPOINT,
-                    f"the run declares signing key {declared}, not the key given"
-                    f" ({self._given_id})",
+                    f"the run declares signing {named}, not the key given ({self._given_id})",
                 )
             )
         return problems
@@ -303,12 +303,9 @@ class CheckpointCheck:
                 return [why]
             return []  # a given key and an unsigned run: named once, at /run
         problems: list[str] = []
-        declared = None if self._declared is None else self._declared.verifier
-        if declared is not None and not (
-            len(signatures) == 1
-            and signatures[0].name == declared.name
-            and signatures[0].key_hash == declared.key_hash
-        ):
+        declared = self._declared.verifier
+        lines = [(signature.name, signature.key_hash) for signature in signatures]
+        if declared is not None and lines != [(declared.name, declared.key_hash)]:
             problems.append(
                 f"its note carries {len(signatures)} signature line(s), but a ghost sink"
                 " signs each note exactly once, with the key and name /run declares"
@@ -324,17 +321,10 @@ class CheckpointCheck:
         return problems
 
     def _verifiers(self, note: Note) -> tuple[_KeyUse, list[NoteVerifier]]:
-        from audit import NoteVerifier
 
         if self._public_key is not None:
-            # The auditor's key under every name the note uses (and its default name):
-            # the key hash then picks the lines that claim to be signed by it.
-            names = {signature.name for signature in note.signatures}
-            key = self._public_key
-            verifiers = [NoteVerifier.for_key(key)]
-            verifiers.extend(NoteVerifier.for_key(key, name) for name in sorted(names))
-            return _KeyUse.GIVEN, verifiers
-        declared = None if self._declared is None else self._declared.verifier
+            return _KeyUse.GIVEN, _verifiers_of(self._public_key, note)
+        declared = self._declared.verifier
         if declared is None:
             return _KeyUse.NONE, []
         return _KeyUse.DECLARED, [declared]
@@ -345,15 +335,18 @@ class CheckpointCheck:
         from audit import leaf_hash
 
         self._tree.append(leaf_hash(facts.canonical))
-        size = self._tree.size
-        if size in self._anchor_roots:
-            self._anchor_roots[size] = self._tree.root()
+        self._take_root()
         self._last = facts
+
+    def _take_root(self) -> None:
+        size = self._tree.size
+        if size in self._anchor_sizes:
+            self._anchor_roots[size] = self._tree.root()
 
     # -- anchors -------------------------------------------------------------------------
 
     def _anchor_problem(self, anchor: CheckpointNote, record_count: int) -> str | None:
-        from audit import NoteError, NoteVerifier, checkpoint_origin, verify_note
+        from audit import NoteError, checkpoint_origin, verify_note
 
         found = anchor.checkpoint
         size = found.tree_size
@@ -370,22 +363,30 @@ class CheckpointCheck:
                 f"{'' if record_count == 1 else 's'}: records that were written have been cut"
                 " off (a crash never removes what a checkpoint note has seen)"
             )
-        root = self._anchor_roots.get(size)
-        if root is None or root != found.root_hash:
-            actual = "none" if root is None else root.hex()
+        root = self._anchor_roots[size]  # taken when the pass went by that size
+        if root != found.root_hash:
             return (
                 f"it gives root {found.root_hash.hex()} for tree size {size}, but the file's"
-                f" records seq 0-{size - 1} have root {actual}: the past was rewritten"
+                f" records seq 0-{size - 1} have root {root.hex()}: the past was rewritten"
             )
         if self._public_key is not None and anchor.note.signatures:
-            names = sorted({signature.name for signature in anchor.note.signatures})
-            verifiers = [NoteVerifier.for_key(self._public_key)]
-            verifiers.extend(NoteVerifier.for_key(self._public_key, name) for name in names)
             try:
-                verify_note(anchor.note, verifiers)
+                verify_note(anchor.note, _verifiers_of(self._public_key, anchor.note))
             except NoteError as exc:
                 return f"its signature does not verify against the public key given: {exc.problem}"
         return None
+
+
+def _verifiers_of(key: Ed25519PublicKey, note: Note) -> list[NoteVerifier]:
+    """The auditor's key under its default name and every name ``note``'s lines use.
+
+    The key hash then picks the lines that claim to be signed by it: a run may
+    sign under a name of its own choosing (``McapAuditSink(key_name=...)``).
+    """
+    from audit import NoteVerifier
+
+    names = sorted({signature.name for signature in note.signatures})
+    return [NoteVerifier.for_key(key), *(NoteVerifier.for_key(key, name) for name in names)]
 
 
 def _hex_hash(value: object) -> bytes | None:

@@ -490,6 +490,7 @@ def test_an_anchor_needs_a_readable_run_id(stored: StoredRun, out: Path) -> None
             ),
         )
     ]
+    assert result.run_id is None
 
 
 def test_a_signed_anchor_is_checked_against_the_key_given(
@@ -551,3 +552,104 @@ def test_a_root_that_is_not_lowercase_hex_is_left_to_the_schema_check(
         for p in result.problems
         if p.check is C.CHECKPOINT
     )
+
+
+# --- edges the rules above do not reach -----------------------------------------------------
+
+
+def test_an_anchor_of_the_empty_tree_matches_every_run(
+    stored: StoredRun, gate_run: GateRun
+) -> None:
+    from audit import EMPTY_ROOT, Checkpoint, checkpoint_origin
+
+    empty = Checkpoint(checkpoint_origin(stored.messages[RUN].record["run_id"]), 0, EMPTY_ROOT)
+
+    result = verify_run(gate_run.path, anchors=[empty.text()])
+
+    assert (result.ok, result.anchors_matched) == (True, 1)
+
+
+def test_a_run_record_that_is_not_first_gives_no_run_id(stored: StoredRun, out: Path) -> None:
+    note = notes_of(stored)[0]
+    stored.messages.insert(A_ALLOW, stored.messages.pop(RUN))
+
+    result = verify_run(stored.write(out), anchors=[note])
+
+    assert problems(result, C.ANCHOR) == [
+        (
+            None,
+            (
+                "anchor 1 of 1: it is for tree size 1, but the run has no readable run id to match"
+                " its origin against"
+            ),
+        )
+    ]
+
+
+def with_signing(stored: StoredRun, **changes: object) -> None:
+    stored.edit(RUN, signing={**stored.messages[RUN].record["signing"], **changes})
+    stored.rechain()
+
+
+@pytest.mark.parametrize(
+    "changes",
+    [
+        {"public_key": 7},
+        {"key_name": 7},
+        {"public_key": "x"},
+        {"key_name": "two words"},
+    ],
+    ids=["key-not-text", "name-not-text", "key-not-base64", "name-not-a-key-name"],
+)
+def test_a_declared_key_that_cannot_be_used_is_named(
+    signed_stored: StoredRun, tmp_path: Path, changes: dict[str, object]
+) -> None:
+    with_signing(signed_stored, **changes)
+
+    result = verify_run(signed_stored.write(tmp_path / "t.mcap"))
+
+    assert [p for p, message in problems(result, C.CHECKPOINT)] == [RUN]
+    assert problems(result, C.CHECKPOINT)[0][1].startswith("its signing key cannot be used")
+
+
+def test_a_declared_key_with_stray_characters_cannot_be_used(
+    signed_stored: StoredRun, tmp_path: Path
+) -> None:
+    encoded = signed_stored.messages[RUN].record["signing"]["public_key"]
+    with_signing(signed_stored, public_key=encoded[:10] + "*" + encoded[10:])
+
+    result = verify_run(signed_stored.write(tmp_path / "t.mcap"))
+
+    assert [p for p, _ in problems(result, C.CHECKPOINT)] == [RUN]
+
+
+def test_a_given_key_against_an_unusable_declared_key_is_named(
+    signed_stored: StoredRun, tmp_path: Path
+) -> None:
+    with_signing(signed_stored, public_key="x")
+
+    result = verify_run(signed_stored.write(tmp_path / "t.mcap"), public_key=KEY.public_key())
+
+    found = problems(result, C.CHECKPOINT)
+    assert found[1] == (
+        RUN,
+        f"the run declares signing an unusable key, not the key given ({signed_stored_key_id()})",
+    )
+
+
+def test_a_run_signed_under_its_own_key_name_verifies_with_the_key(tmp_path: Path) -> None:
+    from audit import McapAuditSink
+    from runtime.testing import ManualClock
+    from tests.records import append_decisions, make_run_start
+
+    path = tmp_path / "named.mcap"
+    with McapAuditSink(path, signing_key=KEY, key_name="acme-audit", clock=ManualClock()) as sink:
+        sink.open_run(make_run_start())
+        append_decisions(sink, 2)
+    note = notes_of(StoredRun.load(path))[-1]
+    assert "\u2014 acme-audit " in note
+
+    result = verify_run(path, public_key=KEY.public_key(), anchors=[note])
+
+    assert result.ok, result.problems
+    assert (result.signatures, result.anchors_matched) == (SignatureCheck.GIVEN_KEY, 1)
