@@ -9,14 +9,14 @@ what can go wrong into three kinds:
 * **Not a ghost audit log** — missing, a directory, unreadable, empty, not
   MCAP, cut inside the leading magic, the magic followed by garbage, or an
   MCAP file from another program: `LogFormatError`. A file is ghost's if it
-  shows it, by any of: a ghost channel (a ghost topic with its ghost schema
-  name, ``jsonschema`` and ``json``); a message that is a ghost record (a
-  JSON object whose ``schema`` is a ghost schema); a Header naming
-  ``ghost-sdk`` as its library; or nothing at all but a clean cut before the
-  Header is complete — the magic alone, or a part of the header, which is
-  what a crash right after creation leaves. So a file holding ghost's
-  channels but no ``/run`` record is returned (the verifier calls it
-  tampered), not refused.
+  shows it, by either of: a ghost channel (a ghost topic with its ghost schema
+  name, ``jsonschema`` and ``json``); or a message that is a ghost record (a
+  JSON object whose ``schema`` is a ghost schema). A Header naming
+  ``ghost-sdk`` is no evidence — anyone can write it — so the magic alone, or
+  a header alone (a sink killed before its first chunk was complete), is not
+  a ghost audit log either (SPEC §6): it holds nothing to verify. A file
+  holding ghost's channels but no ``/run`` record is returned (the verifier
+  calls it tampered), not refused.
 * **Cut short** — the file ends before its footer, as a crash (or a cut at
   any byte) leaves it: every record complete before the cut is yielded and
   `ReadEnd.truncated` is True. A cut is not a problem by itself.
@@ -67,9 +67,6 @@ from audit._source import open_source
 from runtime import sha256_hex
 
 __all__ = ["iter_run", "read_run"]
-
-GHOST_LIBRARY: Final = "ghost-sdk"
-"""What the Header's ``library`` field of every ghost log starts with."""
 
 _GHOST_RECORD_MARK: Final = b'"schema":"ghost.'  # in a ghost record's canonical bytes
 # What a streaming read holds, each within ReadLimits.max_held_bytes.
@@ -251,8 +248,6 @@ class _RunStream:
                 )
             elif self._header is None:
                 self._header = record
-                if record.library.startswith(GHOST_LIBRARY):
-                    self._ghost = True
 
     def _define_schema(self, event: Found, schema: SchemaRecord) -> None:
         known = self._schemas.get(schema.id)
@@ -455,8 +450,6 @@ class _RunStream:
                     f"{count} message(s) on {topic}, which is not a ghost topic, were left out",
                 )
             )
-        if not self._ghost and self._crashed_at_creation(scan):
-            self._ghost = True
         if not self._ghost:
             raise LogFormatError(self._path, self._not_ghost())
         return ReadEnd(
@@ -476,15 +469,6 @@ class _RunStream:
             library=None if self._header is None else self._header.library,
             stopped=scan.stopped,
         )
-
-    def _crashed_at_creation(self, scan: ScanEnd) -> bool:
-        """The magic alone, or a clean cut inside the Header: a writer killed as it began.
-
-        Nothing else can be in such a file: any record but a Header first is
-        a problem (`ProblemKind.HEADER_MISSING`), and a Header that does not
-        parse is one too.
-        """
-        return scan.truncated and self._header is None and self._problem_count == 0
 
     def _not_ghost(self) -> str:
         damage = [

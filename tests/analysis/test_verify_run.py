@@ -324,17 +324,17 @@ def test_a_complete_file_without_records_is_no_run(tmp_path: Path) -> None:
     assert result.status is RunStatus.TAMPERED
 
 
-def test_a_file_cut_before_its_first_record_is_truncated(tmp_path: Path) -> None:
+def test_a_file_holding_only_ghosts_header_is_not_a_ghost_log(tmp_path: Path) -> None:
+    # A sink opened but never given its run (a crash before the gate was built)
+    # leaves only a header (and, once the run opens, ghost's channels travel in the
+    # /run record's chunk): no ghost channel, no record -- nothing to verify (SPEC §6).
     path = tmp_path / "opened.mcap"
-    sink = McapAuditSink(path)  # header and channels are flushed at once; never closed
+    sink = McapAuditSink(path)
     try:
-        result = verify_run(path)
+        with pytest.raises(LogFormatError, match="not a ghost audit log"):
+            verify_run(path)
     finally:
         sink.close()
-
-    assert result.status is RunStatus.TRUNCATED
-    assert (result.record_count, result.verified_prefix, result.problems) == (0, 0, ())
-    assert result.summary.startswith("truncated: 0 records, no record verifies from seq 0")
 
 
 # --- the seal -------------------------------------------------------------------------------
