@@ -47,7 +47,7 @@ def assert_linear(
     factor: int = 10,
     bound: float = 12.0,
     repeat: int = 5,
-    attempts: int = 4,
+    attempts: int = 8,
 ) -> None:
     """Assert that ``factor`` times the input costs at most ``bound`` times the work."""
     small, large = make(n), make(factor * n)
