@@ -351,7 +351,7 @@ def load_public_key(path: str | os.PathLike[str]) -> Ed25519PublicKey:
     except (ValueError, TypeError, UnsupportedAlgorithm):
         raise KeyFileError(source, "it is not a PEM public key") from None
     if not isinstance(key, Ed25519PublicKey):
-        raise KeyFileError(source, f"it holds an {_key_kind(key)} key, not an Ed25519 key")
+        raise KeyFileError(source, f"it holds {_key_kind(key)} key, not an Ed25519 key")
     return key
 
 
@@ -371,19 +371,19 @@ def load_private_key(path: str | os.PathLike[str]) -> Ed25519PrivateKey:
     except (ValueError, UnsupportedAlgorithm):
         raise KeyFileError(source, "it is not a PEM private key") from None
     if not isinstance(key, Ed25519PrivateKey):
-        raise KeyFileError(source, f"it holds an {_key_kind(key)} key, not an Ed25519 key")
+        raise KeyFileError(source, f"it holds {_key_kind(key)} key, not an Ed25519 key")
     return key
 
 
 def _key_kind(key: object) -> str:
-    # Name the algorithm, never the key material.
+    # Name the algorithm, never the key material; with its article.
     kinds = (
-        ((rsa.RSAPublicKey, rsa.RSAPrivateKey), "RSA"),
-        ((ec.EllipticCurvePublicKey, ec.EllipticCurvePrivateKey), "elliptic-curve (ECDSA)"),
-        ((dsa.DSAPublicKey, dsa.DSAPrivateKey), "DSA"),
-        ((ed448.Ed448PublicKey, ed448.Ed448PrivateKey), "Ed448"),
+        ((rsa.RSAPublicKey, rsa.RSAPrivateKey), "an RSA"),
+        ((ec.EllipticCurvePublicKey, ec.EllipticCurvePrivateKey), "an elliptic-curve (ECDSA)"),
+        ((dsa.DSAPublicKey, dsa.DSAPrivateKey), "a DSA"),
+        ((ed448.Ed448PublicKey, ed448.Ed448PrivateKey), "an Ed448"),
     )
     for types, kind in kinds:
         if isinstance(key, types):
             return kind
-    return "non-Ed25519"
+    return "a non-Ed25519"

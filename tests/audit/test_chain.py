@@ -175,6 +175,10 @@ def test_a_record_without_canonical_form_is_an_audit_error() -> None:
 def test_check_record_refuses(topic: str, record: Any, message: str) -> None:
     with pytest.raises(AuditError, match=message):
         check_record(topic, record)
+    # check_appendable is check_record plus the sink topics: it must refuse the same
+    # records itself, without relying on the chain that runs after it.
+    with pytest.raises(AuditError, match=message):
+        check_appendable(topic, record)
 
 
 @pytest.mark.parametrize("topic", ["/run", "/seal", "/checkpoints"])

@@ -494,6 +494,18 @@ def test_a_bad_anchor_file_names_itself(tmp_path: Path, content: bytes, message:
     assert str(raised.value).startswith(f"{path}: checkpoint note rejected: ")
 
 
+def test_an_anchor_file_of_exactly_the_note_limit_is_read_and_judged_as_a_note(
+    tmp_path: Path,
+) -> None:
+    # The limit is inclusive, as for a note itself: 64 KiB is read and parsed (and
+    # refused for what it says), one byte more is refused unread.
+    path = tmp_path / "anchor.note"
+    path.write_bytes(b"x" * (64 * 1024 - 1) + b"\n")
+    with pytest.raises(NoteError, match="exactly three lines") as raised:
+        load_checkpoint_note(path)
+    assert "larger than" not in str(raised.value)
+
+
 def test_a_missing_or_unreadable_anchor_file(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

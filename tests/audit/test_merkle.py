@@ -232,7 +232,7 @@ def test_every_probe_of_a_ct_inclusion_proof_fails(
 ) -> None:
     root, leaf = CT_ROOTS[size - 1], CT_LEAF_HASHES[index]
     for name, arguments in _inclusion_probes(index, size, leaf, path, root):
-        assert not verify_inclusion(*arguments), name
+        assert verify_inclusion(*arguments) is False, name
 
 
 def _consistency_probes(
@@ -275,7 +275,7 @@ def test_every_probe_of_a_ct_consistency_proof_fails(
     for name, arguments in _consistency_probes(
         old, new, proof, CT_ROOTS[old - 1], CT_ROOTS[new - 1]
     ):
-        assert not verify_consistency(*arguments), name
+        assert verify_consistency(*arguments) is False, name
 
 
 @pytest.mark.parametrize(
@@ -314,7 +314,7 @@ def test_consistency_edge_cases(
     ],
 )
 def test_inclusion_edge_cases_fail(leaf: bytes, index: int, size: int, root: bytes) -> None:
-    assert not verify_inclusion(leaf, index, size, [], root)
+    assert verify_inclusion(leaf, index, size, [], root) is False
 
 
 def test_a_single_leaf_tree_has_an_empty_path() -> None:
@@ -439,12 +439,12 @@ def test_every_probe_of_every_proof_in_a_tree_fails(size: int) -> None:
         path = _path(index, leaves)
         assert inclusion_proof(hashes, index, size) == path
         for name, arguments in _inclusion_probes(index, size, hashes[index], path, root):
-            assert not verify_inclusion(*arguments), (index, name)
+            assert verify_inclusion(*arguments) is False, (index, name)
     for old in range(1, size):
         proof = _proof(old, leaves)
         assert consistency_proof(hashes, old, size) == proof
         for name, arguments in _consistency_probes(old, size, proof, _mth(leaves[:old]), root):
-            assert not verify_consistency(*arguments), (old, name)
+            assert verify_consistency(*arguments) is False, (old, name)
 
 
 @given(st.lists(st.binary(max_size=8), min_size=1, max_size=70), st.data())
@@ -494,6 +494,55 @@ def test_compact_range_refuses_what_is_not_a_leaf_hash() -> None:
     assert tree.size == 0
 
 
+def test_verifiers_answer_a_bool_not_a_falsy_value() -> None:
+    # The documented answer is True or False: a caller may test ``is True``/``is False``
+    # (the probe tests above assert ``is False``), so no path may return None.
+    path = CT_INCLUSION[1][2]
+    assert verify_inclusion(CT_LEAF_HASHES[0], 0, 8, path, CT_ROOTS[7]) is True
+    assert verify_consistency(1, 8, CT_CONSISTENCY[1][2], CT_ROOTS[0], CT_ROOTS[7]) is True
+
+
+def test_an_overlong_proof_is_refused_without_hashing_past_the_tree(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # The proof is the attacker's: a million extra entries after a valid path must cost
+    # no more than the path itself (the walk stops once it reaches the root's level).
+    calls = 0
+    real = merkle.node_hash
+
+    def counting(left: bytes, right: bytes) -> bytes:
+        nonlocal calls
+        calls += 1
+        return real(left, right)
+
+    monkeypatch.setattr(merkle, "node_hash", counting)
+    path = CT_INCLUSION[1][2]
+    overlong = [*path, *([SOME_HASH] * 10_000)]
+    assert verify_inclusion(CT_LEAF_HASHES[0], 0, 8, overlong, CT_ROOTS[7]) is False
+    assert calls <= len(path)
+    calls = 0
+    proof = CT_CONSISTENCY[1][2]
+    overlong = [*proof, *([SOME_HASH] * 10_000)]
+    assert verify_consistency(1, 8, overlong, CT_ROOTS[0], CT_ROOTS[7]) is False
+    assert calls <= 2 * len(proof)
+
+
+def test_proof_builders_name_what_is_out_of_range() -> None:
+    hashes = CT_LEAF_HASHES
+    # A negative or too large size is the size's fault; size 0 holds no leaf to prove.
+    for size in (-1, 9):
+        with pytest.raises(ValueError, match=f"a tree of size {size} needs that many leaves"):
+            inclusion_proof(hashes, 0, size)
+        with pytest.raises(ValueError, match=f"a tree of size {size} needs that many leaves"):
+            consistency_proof(hashes, 1, size)
+    with pytest.raises(ValueError, match="leaf 0 is not in a tree of 0 leaves"):
+        inclusion_proof(hashes, 0, 0)
+    with pytest.raises(ValueError, match="from a tree of 1 leaves to one of 0"):
+        consistency_proof(hashes, 1, 0)
+    assert inclusion_proof(hashes[:1], 0, 1) == []
+    assert consistency_proof(hashes, 8, 8) == []
+
+
 def test_proof_builders_refuse_out_of_range_arguments() -> None:
     hashes = CT_LEAF_HASHES
     for index, size in ((8, None), (-1, None), (3, 3), (0, 0), (0, 9), (0, -1)):
@@ -527,7 +576,7 @@ class _EqualToAll(bytes):
     ],
 )
 def test_hostile_types_never_verify(leaf: Any, index: Any, size: Any, path: Any, root: Any) -> None:
-    assert not verify_inclusion(leaf, index, size, path, root)
+    assert verify_inclusion(leaf, index, size, path, root) is False
 
 
 @pytest.mark.parametrize(
@@ -546,4 +595,4 @@ def test_hostile_types_never_verify(leaf: Any, index: Any, size: Any, path: Any,
 def test_hostile_types_never_prove_consistency(
     old: Any, new: Any, proof: Any, old_root: Any, new_root: Any
 ) -> None:
-    assert not verify_consistency(old, new, proof, old_root, new_root)
+    assert verify_consistency(old, new, proof, old_root, new_root) is False

@@ -190,6 +190,10 @@ def test_verification_rejects_a_note_only_unknown_keys_signed() -> None:
         verify_note(parsed, [other])
     with pytest.raises(NoteError, match=r"known: none"):
         verify_note(parsed, [])
+    # Every known key is named, sorted, so the auditor sees which keys were tried.
+    third = NoteVerifier.for_key(KEY1.public_key(), "ghost/aaa")
+    with pytest.raises(NoteError, match=r"\(known: ghost/103a73c8d7b21ac5, ghost/aaa\)$"):
+        verify_note(parsed, [third, other])
     # Same name, other key (so another key hash): unknown, not a failure.
     renamed = NoteVerifier.for_key(KEY1.public_key(), "ghost/40cec4106885ee49")
     with pytest.raises(NoteError, match="no signature by a known key"):
@@ -306,6 +310,8 @@ def test_parse_checkpoint_refuses(text: str, message: str) -> None:
 
 def test_parse_checkpoint_accepts_size_zero_and_the_int64_maximum() -> None:
     assert parse_checkpoint(TEXT.replace("\n1\n", "\n0\n")).tree_size == 0
+    # A size that uses every digit at once is still just a decimal number.
+    assert parse_checkpoint(TEXT.replace("\n1\n", "\n1234567890\n")).tree_size == 1234567890
     assert parse_checkpoint(TEXT.replace("\n1\n", f"\n{2**63 - 1}\n")).tree_size == 2**63 - 1
 
 
@@ -315,8 +321,14 @@ def test_parse_checkpoint_refuses_what_is_not_text() -> None:
 
 
 def test_format_note_refuses_bad_texts() -> None:
-    for text in ("", "no newline", "a\n\nb\n", "\nb\n", "a\tb\n"):
-        with pytest.raises(NoteError):
+    for text, message in (
+        ("", "empty"),
+        ("no newline", "ends with a newline"),
+        ("a\n\nb\n", "must not contain a blank line"),
+        ("\nb\n", "must not contain a blank line"),
+        ("a\tb\n", "control characters"),
+    ):
+        with pytest.raises(NoteError, match=message):
             format_note(text, [NoteSigner(KEY0)])
     assert format_note("plain\n") == "plain\n"
 

@@ -9,6 +9,7 @@ example verifier key of C2SP's signed-note specification (c2sp.org).
 from __future__ import annotations
 
 import base64
+import dataclasses
 import hashlib
 import os
 import stat
@@ -16,7 +17,7 @@ from pathlib import Path
 
 import pytest
 from cryptography.hazmat.primitives import serialization
-from cryptography.hazmat.primitives.asymmetric import ec, rsa
+from cryptography.hazmat.primitives.asymmetric import dsa, ec, ed448, rsa, x25519
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 import audit._signing as signing
@@ -154,10 +155,10 @@ def test_signatures_verify_with_cryptography_alone() -> None:
     assert len(signature) == 64
     _peter().public_key().verify(signature, b"text\n")  # raises if it were not valid
     assert signer.verifier.verify(b"text\n", signature)
-    assert not signer.verifier.verify(b"text!\n", signature)
-    assert not signer.verifier.verify(b"text\n", bytes([signature[0] ^ 1]) + signature[1:])
-    assert not signer.verifier.verify(b"text\n", signature[:63])
-    assert not signer.verifier.verify(b"text\n", signature + b"\x00")
+    assert signer.verifier.verify(b"text!\n", signature) is False
+    assert signer.verifier.verify(b"text\n", bytes([signature[0] ^ 1]) + signature[1:]) is False
+    assert signer.verifier.verify(b"text\n", signature[:63]) is False
+    assert signer.verifier.verify(b"text\n", signature + b"\x00") is False
 
 
 def test_a_signer_needs_an_ed25519_private_key() -> None:
@@ -319,12 +320,55 @@ def test_load_private_key_says_what_is_wrong(tmp_path: Path, content: bytes, mes
         load_private_key(path)
 
 
+def test_every_other_algorithm_is_named_never_shown(tmp_path: Path) -> None:
+    # The message names the algorithm so the user knows what they passed; every kind
+    # ghost can name is named, and anything else is "non-Ed25519".
+    keys = [
+        (dsa.generate_private_key(2048), "a DSA key"),
+        (ed448.Ed448PrivateKey.generate(), "an Ed448 key"),
+        (rsa.generate_private_key(65537, 2048), "an RSA key"),
+        (x25519.X25519PrivateKey.generate(), "a non-Ed25519 key"),
+    ]
+    for key, named in keys:
+        public, private = tmp_path / "key.pub", tmp_path / "key.key"
+        public.write_bytes(_pem_public(key.public_key()))
+        private.write_bytes(_pem_private(key))
+        with pytest.raises(KeyFileError, match=f"it holds {named}, not an Ed25519 key$"):
+            load_public_key(public)
+        with pytest.raises(KeyFileError, match=f"it holds {named}, not an Ed25519 key$"):
+            load_private_key(private)
+        public.unlink()
+        private.unlink()
+
+
 @pytest.mark.parametrize("loader", [load_public_key, load_private_key])
 def test_missing_and_directory_key_files(tmp_path: Path, loader: object) -> None:
     with pytest.raises(KeyFileError, match="no such file"):
         loader(tmp_path / "absent.pem")  # type: ignore[operator]
     with pytest.raises(KeyFileError, match="directory"):
         loader(tmp_path)  # type: ignore[operator]
+    # The reason itself, not the path (pytest's tmp_path names this test's "directory").
+    with pytest.raises(KeyFileError, match=r"it is a directory, not a key file$"):
+        loader(tmp_path)  # type: ignore[operator]
+
+
+@pytest.mark.parametrize("loader", [load_public_key, load_private_key])
+def test_a_key_file_of_exactly_the_limit_is_read(tmp_path: Path, loader: object) -> None:
+    # 64 KiB is read and judged as PEM; one byte more is refused unread ("larger than").
+    path = tmp_path / "key.pem"
+    path.write_bytes(b"x" * (64 * 1024))
+    with pytest.raises(KeyFileError, match=r"it is not a PEM (public|private) key$"):
+        loader(path)  # type: ignore[operator]
+    path.write_bytes(b"x" * (64 * 1024 + 1))
+    with pytest.raises(KeyFileError, match="larger than 65536 bytes"):
+        loader(path)  # type: ignore[operator]
+
+
+def test_a_verifier_is_frozen() -> None:
+    # A verifier whose key could be swapped after construction would verify a forger.
+    verifier = NoteVerifier.for_key(_peter().public_key())
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        verifier.public_key = bytes(32)  # type: ignore[misc]
 
 
 def test_unreadable_key_files(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
