@@ -415,6 +415,18 @@ def test_a_condition_is_frozen() -> None:
         condition.rule = "other"  # type: ignore[misc]
 
 
+def test_conditions_built_alike_are_equal_and_print_alike() -> None:
+    # Equality and repr are by what the policy wrote, not by the compiled tests
+    # (fresh closures for every construction), so one policy loaded twice compares
+    # equal and describes itself the same way.
+    first, second = cond("x", gt=1, match="a+"), cond("x", gt=1, match="a+")
+    assert first == second
+    assert hash(first) == hash(second)
+    assert repr(first) == repr(second)
+    assert "function" not in repr(first)
+    assert first != cond("x", gt=2, match="a+")
+
+
 @pytest.mark.parametrize(
     ("operators", "value", "expected"),
     [

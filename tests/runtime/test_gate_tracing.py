@@ -2,17 +2,23 @@
 
 from __future__ import annotations
 
+import dataclasses
 import subprocess
 import sys
 import textwrap
+from typing import Any
 
 import pytest
+from opentelemetry import trace as otel_trace
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.sdk.trace.sampling import Decision, Sampler, SamplingResult
+from opentelemetry.trace import NonRecordingSpan, SpanContext, TraceFlags, TraceState
 
 from audit import MemoryAuditSink
 from runtime import Action, Gate, Policy
+from runtime._tracing import Tracing
 from tests.runtime.conftest import POLICY
 
 TRACE_ID = "4bf92f3577b34da6a3ce929d0e0e4736"
@@ -167,6 +173,7 @@ def test_a_provider_configured_after_the_gate_was_built_is_honoured() -> None:
         after = gate.check(Action("a", "v", "r"))
         (span,) = exporter.get_finished_spans()
         assert span.name == "ghost.gate.check"
+        assert span.instrumentation_scope.name == "ghost"
         assert f"{span.context.span_id:016x}" == after.span_id
         print("ok", before.trace_origin)
         """
@@ -176,3 +183,132 @@ def test_a_provider_configured_after_the_gate_was_built_is_honoured() -> None:
     )
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "ok generated"
+
+
+def test_the_gate_names_its_tracer_ghost(
+    provider: TracerProvider, exporter: InMemorySpanExporter
+) -> None:
+    gate = Gate(Policy.from_dict(POLICY), sink=MemoryAuditSink(), tracer_provider=provider)
+    gate.check(ACTION)
+    (span,) = exporter.get_finished_spans()
+    assert span.instrumentation_scope is not None
+    assert span.instrumentation_scope.name == "ghost"
+
+
+def test_a_supplied_parent_is_remote_and_its_tracestate_reaches_the_span(
+    provider: TracerProvider, exporter: InMemorySpanExporter
+) -> None:
+    gate = Gate(Policy.from_dict(POLICY), sink=MemoryAuditSink(), tracer_provider=provider)
+    decision = gate.check(ACTION, traceparent=HEADER, tracestate="vendor=abc,other=x")
+    (span,) = exporter.get_finished_spans()
+    assert span.parent is not None
+    assert span.parent.is_remote
+    assert span.context is not None
+    assert list(span.context.trace_state.items()) == [("vendor", "abc"), ("other", "x")]
+    assert decision.tracestate == "vendor=abc,other=x"
+
+
+def test_the_current_spans_tracestate_is_propagated() -> None:
+    host = SpanContext(
+        int(TRACE_ID, 16),
+        int(PARENT, 16),
+        is_remote=False,
+        trace_flags=TraceFlags(TraceFlags.SAMPLED),
+        trace_state=TraceState([("a", "1"), ("b", "2")]),
+    )
+    gate = Gate(Policy.from_dict(POLICY), sink=MemoryAuditSink())
+    with otel_trace.use_span(NonRecordingSpan(host)):
+        decision = gate.check(ACTION)
+    assert decision.trace_origin == "otel"
+    assert decision.trace_id == TRACE_ID
+    assert decision.tracestate == "a=1,b=2"
+
+
+def test_a_current_span_without_tracestate_propagates_none() -> None:
+    host = SpanContext(int(TRACE_ID, 16), int(PARENT, 16), is_remote=False)
+    gate = Gate(Policy.from_dict(POLICY), sink=MemoryAuditSink())
+    with otel_trace.use_span(NonRecordingSpan(host)):
+        decision = gate.check(ACTION)
+    assert decision.tracestate is None
+
+
+def test_a_decision_trace_cannot_be_changed() -> None:
+    trace = Tracing(None).begin(HEADER, None)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        trace.trace_id = "0" * 32  # type: ignore[misc]
+
+
+class _RecordOnly(Sampler):
+    """Records every span without sampling it: a recording span with flags 00."""
+
+    def should_sample(self, *args: Any, **kwargs: Any) -> SamplingResult:
+        return SamplingResult(Decision.RECORD_ONLY)
+
+    def get_description(self) -> str:
+        return "record-only"
+
+
+UNSAMPLED = f"00-{TRACE_ID}-{PARENT}-00"
+
+
+def test_an_unsampled_supplied_parent_stays_unsampled_without_an_sdk() -> None:
+    decision = Gate(Policy.from_dict(POLICY), sink=MemoryAuditSink()).check(
+        ACTION, traceparent=UNSAMPLED
+    )
+    assert decision.traceparent.endswith("-00")
+
+
+def test_an_unsampled_recording_span_stays_unsampled(exporter: InMemorySpanExporter) -> None:
+    provider = TracerProvider(sampler=_RecordOnly())
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    gate = Gate(Policy.from_dict(POLICY), sink=MemoryAuditSink(), tracer_provider=provider)
+    decision = gate.check(ACTION)
+    assert decision.traceparent.endswith("-00")
+
+
+def test_a_tracestate_that_is_not_text_is_dropped_and_the_check_goes_on() -> None:
+    decision = Gate(Policy.from_dict(POLICY), sink=MemoryAuditSink()).check(
+        ACTION,
+        traceparent=HEADER,
+        tracestate=5,  # type: ignore[arg-type]
+    )
+    assert decision.verdict.value == "allow"
+    assert (decision.trace_origin, decision.tracestate) == ("supplied", None)
+
+
+def test_a_traceparent_that_is_not_text_is_rejected_with_a_reason() -> None:
+    trace = Tracing(None).begin(5, None)  # type: ignore[arg-type]
+    assert trace.origin == "replaced_invalid"
+    assert trace.rejected == "traceparent must be a string"
+
+
+def test_the_fallback_keeps_a_valid_supplied_parent() -> None:
+    trace = Tracing.fallback(f"00-{TRACE_ID}-{PARENT}-ff")
+    assert (trace.origin, trace.trace_id, trace.parent_span_id) == ("supplied", TRACE_ID, PARENT)
+    assert trace.trace_flags == 1  # unknown flag bits zeroed
+    assert trace.rejected is None
+    assert trace.span_id != PARENT
+    assert len(trace.span_id) == 16
+    assert trace.tracestate is None
+    assert not trace.span.get_span_context().is_valid
+
+
+def test_the_fallback_keeps_an_unsampled_parent_unsampled() -> None:
+    assert Tracing.fallback(UNSAMPLED).trace_flags == 0
+
+
+def test_the_fallback_replaces_an_invalid_parent() -> None:
+    trace = Tracing.fallback("garbage")
+    assert trace.origin == "replaced_invalid"
+    assert trace.rejected is not None
+    assert trace.parent_span_id is None
+    assert trace.trace_id != TRACE_ID
+    assert len(trace.trace_id) == 32
+    assert trace.trace_flags == 1
+
+
+def test_the_fallback_without_a_parent_generates_a_trace() -> None:
+    first, second = Tracing.fallback(None), Tracing.fallback(None)
+    assert (first.origin, first.rejected, first.parent_span_id) == ("generated", None, None)
+    assert first.trace_id != second.trace_id
+    assert first.traceparent == f"00-{first.trace_id}-{first.span_id}-01"

@@ -156,6 +156,14 @@ RESOURCE_CASES = [
     ("file:/**", "file:", True),
     ("file:/**", "file:/", True),
     ("file:/**", "filex", False),
+    # A subtree under a directory glob: the literal fast path must not take it.
+    ("file:/d*/**", "file:/data/x", True),
+    ("file:/d*/**", "file:/d", True),
+    ("file:/d*/**", "file:/e/x", False),
+    # `**` first and again later: only adjacent `**` segments fold into one.
+    ("**/a/**", "x/a/y", True),
+    ("**/a/**", "a", True),
+    ("**/a/**", "x/b/y", False),
 ]
 
 
@@ -308,8 +316,9 @@ def test_a_str_subclass_is_refused_even_when_it_would_compare_equal() -> None:
 
 
 def test_a_lone_surrogate_reaching_re2_is_an_evaluation_error() -> None:
-    with pytest.raises(UnsupportedValue, match="not valid Unicode"):
+    with pytest.raises(UnsupportedValue, match="not valid Unicode") as caught:
         names("a?b").matches("a\ud800b")
+    assert caught.value.type_name == "str"
     assert not names("ab").matches("a\ud800b")  # the literal path needs no encoding
 
 

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+import runtime._traceparent as traceparent_module
 from runtime import TraceContextError, parse_traceparent, parse_tracestate
+from runtime._traceparent import TraceParent, make_span_id, make_trace_id
 
 TRACE_ID = "4bf92f3577b34da6a3ce929d0e0e4736"
 SPAN_ID = "00f067aa0ba902b7"
@@ -128,3 +132,74 @@ def test_tracestate_members_in_order_with_empty_members_skipped() -> None:
 def test_tracestate_that_must_be_dropped_raises(header: str, why: str) -> None:
     with pytest.raises(TraceContextError, match=why):
         parse_tracestate(header)
+
+
+# --- limits and boundaries -------------------------------------------------------------
+
+FUTURE = f"01-{TRACE_ID}-{SPAN_ID}-01"
+
+
+def test_a_header_of_exactly_the_limit_is_read_and_one_more_is_refused() -> None:
+    at_limit = FUTURE + "-" + "x" * (512 - len(FUTURE) - 1)
+    assert len(at_limit) == 512
+    assert parse_traceparent(at_limit).version == 1
+    with pytest.raises(TraceContextError, match="longer than 512 characters"):
+        parse_traceparent(at_limit + "x")
+
+
+def test_a_future_version_may_end_at_the_flags() -> None:
+    parsed = parse_traceparent(FUTURE)
+    assert (parsed.version, parsed.header()) == (1, VALID)
+
+
+def test_a_future_version_needs_a_dash_before_more_data() -> None:
+    with pytest.raises(TraceContextError, match="lacks a '-' after the flags"):
+        parse_traceparent(FUTURE + "x")
+
+
+def test_an_unsampled_header_is_not_sampled() -> None:
+    parsed = parse_traceparent(f"00-{TRACE_ID}-{SPAN_ID}-00")
+    assert not parsed.sampled
+    assert parsed.header().endswith("-00")
+
+
+def test_a_trace_parent_built_without_a_version_is_version_00() -> None:
+    assert TraceParent(TRACE_ID, SPAN_ID, 1) == parse_traceparent(VALID)
+
+
+def test_a_trace_parent_is_frozen() -> None:
+    parsed = parse_traceparent(VALID)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        parsed.trace_id = "0" * 32  # type: ignore[misc]
+
+
+def test_a_tracestate_of_exactly_the_limit_is_read_and_one_more_is_refused() -> None:
+    at_limit = "k=v" + " " * (8192 - 3)  # trailing optional whitespace counts
+    assert parse_tracestate(at_limit) == [("k", "v")]
+    with pytest.raises(TraceContextError, match="longer than 8192 characters"):
+        parse_tracestate(at_limit + " ")
+
+
+def test_thirty_two_tracestate_members_are_allowed() -> None:
+    members = [(f"k{i}", "v") for i in range(32)]
+    assert parse_tracestate(",".join(f"{k}={v}" for k, v in members)) == members
+
+
+def test_a_tracestate_that_is_not_text_is_refused() -> None:
+    with pytest.raises(TraceContextError, match="tracestate must be a string"):
+        parse_tracestate(5)  # type: ignore[arg-type]
+
+
+def test_minted_ids_are_never_all_zero(monkeypatch: pytest.MonkeyPatch) -> None:
+    # The all-zero id is invalid (W3C); a source that yields zero bytes first must be
+    # drawn from again rather than trusted.
+    draws: list[int] = []
+
+    def urandom(n: int) -> bytes:
+        draws.append(n)
+        return bytes(n) if len(draws) % 2 else b"\x01" * n
+
+    monkeypatch.setattr(traceparent_module.os, "urandom", urandom)
+    assert make_trace_id() == "01" * 16
+    assert make_span_id() == "01" * 8
+    assert draws == [16, 16, 8, 8]
