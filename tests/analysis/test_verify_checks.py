@@ -26,10 +26,10 @@ from analysis._verify_chain import (
     SealCheck,
     SeqCheck,
 )
-from analysis._verify_links import DecisionLinkCheck
-from audit import TOPICS, LoggedRecord
+from analysis._verify_links import DecisionLinkCheck, PolicyAttachmentCheck
+from audit import TOPICS, LoggedAttachment, LoggedRecord
 from runtime import canonical_bytes, make_uuid7, sha256_hex
-from tests.records import STAMP_NS, approval, assessment, decision
+from tests.records import POLICY_SOURCE, STAMP_NS, approval, assessment, decision
 
 C = IntegrityCheck
 ID_1 = make_uuid7(STAMP_NS + 1_000_000)
@@ -679,3 +679,97 @@ def test_a_record_without_a_link_is_left_to_the_schema_check_but_counts_as_previ
     assert list(check.visit(unreadable)) == []
     assert list(check.visit(no_link)) == []
     assert list(check.visit(after)) == []
+
+
+# --- the policy attachment, one rule at a time ----------------------------------------------
+
+POLICY_SHA256 = sha256_hex(POLICY_SOURCE)
+
+
+def attached(
+    data: bytes = POLICY_SOURCE, *, name: str = "policy.toml", log_time: int = STAMP_NS
+) -> LoggedAttachment:
+    return LoggedAttachment(
+        name=name,
+        media_type="application/toml",
+        log_time_ns=log_time,
+        data=data,
+        sha256=sha256_hex(data),
+        create_time_ns=log_time,
+        offset=0,
+    )
+
+
+def attachment_problems(*attachments: LoggedAttachment) -> list[RunProblem]:
+    check = PolicyAttachmentCheck()
+    run = facts(
+        0,
+        "/run",
+        {"schema": "ghost.run/1", "stamp_ns": STAMP_NS, "policy_source_sha256": POLICY_SHA256},
+    )
+    assert list(check.visit(run)) == []
+    assert list(check.visit(facts(1, "/decisions", decision(ID_1, None)))) == []
+    end = RunEnd(record_count=2, truncated=False, sealed=True, attachments=attachments)
+    return list(check.finish(end))
+
+
+def test_the_policy_attached_once_at_the_run_stamp_passes() -> None:
+    assert attachment_problems(attached()) == []
+
+
+def test_no_policy_attachment_lists_what_is_attached() -> None:
+    other = attached(b"x", name="a")
+    another = attached(b"y", name="b")
+
+    assert messages(attachment_problems()) == [
+        (
+            "no attachment holds the policy source it names (policy_source_sha256"
+            f" {POLICY_SHA256}): the policy attachment was altered or removed (attachments: none)"
+        )
+    ]
+    problems = attachment_problems(other, another)
+    assert [(p.check, p.position) for p in problems] == [(C.ATTACHMENT, 0)]
+    assert problems[0].message.endswith(
+        f"(attachments: 'a', sha256 {other.sha256}; 'b', sha256 {another.sha256})"
+    )
+
+
+def test_a_policy_attached_twice_is_named_once() -> None:
+    assert messages(attachment_problems(attached(), attached())) == [
+        "its policy source is attached 2 times; a sink attaches it once"
+    ]
+
+
+def test_a_policy_attached_at_another_time_is_named() -> None:
+    assert messages(attachment_problems(attached(log_time=STAMP_NS + 1))) == [
+        (
+            f"its policy attachment has MCAP log_time {STAMP_NS + 1}, but the run's stamp_ns is"
+            f" {STAMP_NS}"
+        )
+    ]
+
+
+def test_an_attachment_besides_the_policy_is_named_as_the_files() -> None:
+    extra = attached(b"x", name="notes.txt")
+
+    problems = attachment_problems(attached(), extra)
+
+    assert messages(problems) == [
+        (
+            "an attachment that is not the run's policy source ('notes.txt', sha256"
+            f" {extra.sha256}): a ghost sink attaches only the policy"
+        )
+    ]
+    assert problems[0].position is None
+
+
+@pytest.mark.parametrize(
+    ("length", "shown_name"),
+    [(60, "n" * 60), (61, "n" * 59 + "…")],
+)
+def test_an_attachment_name_is_clipped_past_60_characters(length: int, shown_name: str) -> None:
+    extra = attached(b"x", name="n" * length)
+
+    (problem,) = attachment_problems(attached(), extra)
+
+    assert f"({shown_name!r}, sha256 {extra.sha256})" in problem.message
