@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from analysis import IntegrityCheck, RunProblem
-from analysis._run_facts import RecordFacts, RunEnd, read_facts, shown
+from analysis._run_facts import RecordFacts, RunEnd, is_sealed, read_facts, shown, shown_schema
 from analysis._verify_chain import (
     ChainCheck,
     KnownTopicsCheck,
@@ -773,3 +773,50 @@ def test_an_attachment_name_is_clipped_past_60_characters(length: int, shown_nam
     (problem,) = attachment_problems(attached(), extra)
 
     assert f"({shown_name!r}, sha256 {extra.sha256})" in problem.message
+
+
+# --- sealed, as the report and the verifier share it ----------------------------------------
+
+
+def sealed_run(count: int | None = None, head: str | None = None) -> list[LoggedRecord]:
+    run = facts(0, "/run", {"schema": "ghost.run/1", "stamp_ns": 1})
+    last = facts(1, "/decisions", decision(ID_1, None))
+    seal = facts(
+        2,
+        "/seal",
+        {
+            "schema": "ghost.seal/1",
+            "stamp_ns": 1,
+            "record_count": 2 if count is None else count,
+            "head_sha256": last.address if head is None else head,
+        },
+    )
+    return [run.logged, last.logged, seal.logged]
+
+
+def test_a_run_is_sealed_by_a_last_seal_that_counts_and_names_the_records() -> None:
+    assert is_sealed(sealed_run(), TOPICS)
+
+
+@pytest.mark.parametrize(
+    "records",
+    [
+        [],
+        sealed_run()[:2],
+        sealed_run(count=3),
+        sealed_run(head="e" * 64),
+        sealed_run()[2:],
+        [*sealed_run()[:2], stored_record("/seal", b"x", None, "not JSON")],
+    ],
+    ids=["empty", "no-seal", "wrong-count", "wrong-head", "seal-alone", "unreadable-seal"],
+)
+def test_a_run_is_not_sealed_otherwise(records: list[LoggedRecord]) -> None:
+    assert not is_sealed(records, TOPICS)
+
+
+def test_a_schema_field_is_quoted_only_when_it_is_a_ghost_schema() -> None:
+    names = TOPICS.values()
+
+    assert shown_schema("ghost.run/1", names) == "'ghost.run/1'"
+    assert shown_schema("evil\nschema", names) == "a string"
+    assert shown_schema(7, names) == "7"
