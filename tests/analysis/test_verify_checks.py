@@ -573,9 +573,11 @@ END_EMPTY_CUT = RunEnd(record_count=0, truncated=True, sealed=False, attachments
         (END_EMPTY, True, False),
         (END_EMPTY_CUT, False, False),
         (END_COMPLETE_UNSEALED, False, True),
+        # Only the /run record, in a complete file: its seal was removed too.
+        (RunEnd(record_count=1, truncated=False, sealed=False, attachments=()), False, True),
         (END_CRASHED, False, False),
     ],
-    ids=["complete-empty", "cut-empty", "complete-unsealed", "crashed"],
+    ids=["complete-empty", "cut-empty", "complete-unsealed", "run-record-only", "crashed"],
 )
 def test_what_the_end_of_a_run_without_a_seal_tells(
     end: RunEnd, run_problem: bool, seal_problem: bool
