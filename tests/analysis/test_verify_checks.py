@@ -822,3 +822,15 @@ def test_a_schema_field_is_quoted_only_when_it_is_a_ghost_schema() -> None:
     assert shown_schema("ghost.run/1", names) == "'ghost.run/1'"
     assert shown_schema("evil\nschema", names) == "a string"
     assert shown_schema(7, names) == "7"
+
+
+def test_a_claim_that_cannot_be_looked_up_is_described_not_a_crash() -> None:
+    links = Links()
+    links.assess(ID_2)
+
+    # An array is unhashable: looking it up among the open assessments would raise.
+    _, problems = links.decide(claim=["e" * 64])  # type: ignore[arg-type]
+
+    assert messages(problems) == [
+        "it claims assessment an array, but no assessment for this decision precedes it"
+    ]
