@@ -10,18 +10,26 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Mapping
+from dataclasses import replace
 from types import MappingProxyType
 from typing import Any
 
 import pytest
 
 from analysis import IntegrityCheck, RunProblem
-from analysis._run_facts import RecordFacts, RunEnd, read_facts, shown
-from analysis._verify_chain import KnownTopicsCheck, McapFieldsCheck, SeqCheck
-from analysis._verify_links import DecisionLinkCheck
-from audit import TOPICS, LoggedRecord
+from analysis._run_facts import RecordFacts, RunEnd, is_sealed, read_facts, shown, shown_schema
+from analysis._verify_chain import (
+    ChainCheck,
+    KnownTopicsCheck,
+    McapFieldsCheck,
+    RunRecordCheck,
+    SealCheck,
+    SeqCheck,
+)
+from analysis._verify_links import DecisionLinkCheck, PolicyAttachmentCheck
+from audit import TOPICS, LoggedAttachment, LoggedRecord
 from runtime import canonical_bytes, make_uuid7, sha256_hex
-from tests.records import STAMP_NS, approval, assessment, decision
+from tests.records import POLICY_SOURCE, STAMP_NS, approval, assessment, decision
 
 C = IntegrityCheck
 ID_1 = make_uuid7(STAMP_NS + 1_000_000)
@@ -507,3 +515,322 @@ def test_a_long_reason_for_no_canonical_form_is_clipped() -> None:
     assert reason.startswith("integer 1000")
     assert reason.endswith("…)")
     assert len(reason) == 161  # 159 characters, the ellipsis, the parenthesis
+
+
+# --- the shape checks' boundaries (pinned for mutation testing, ADR 0014) -------------------
+
+
+def test_mcap_sequence_wraps_at_2_to_the_32_not_before() -> None:
+    # seq 2^31 + 5 is stored as itself: a modulus of 2^31 would call it 5.
+    seq = 2**31 + 5
+    record = {**decision(ID_1, None), "seq": seq}
+
+    assert list(McapFieldsCheck().visit(facts(1, "/decisions", record, sequence=seq))) == []
+    problems = list(McapFieldsCheck().visit(facts(1, "/decisions", record, sequence=5)))
+    assert messages(problems) == [f"its MCAP sequence is 5, but its seq {seq} makes it {seq}"]
+
+
+def test_both_mcap_fields_are_named_when_both_differ() -> None:
+    record = decision(ID_1, None)
+
+    problems = list(McapFieldsCheck().visit(facts(1, "/decisions", record, log_time=7, sequence=9)))
+
+    assert messages(problems) == [
+        f"its MCAP log_time is 7, but its stamp_ns is {STAMP_NS}",
+        "its MCAP sequence is 9, but its seq 1 makes it 1",
+    ]
+    assert [p.check for p in problems] == [C.MCAP, C.MCAP]
+
+
+def test_an_unreadable_seq_takes_its_place_without_a_seq_problem() -> None:
+    check = SeqCheck()
+    run = facts(0, "/run", {"stamp_ns": 1, "schema": "ghost.run/1"})
+    no_seq = facts(1, "/decisions", {**decision(ID_1, None), "seq": "one"}, sequence=1)
+    after = facts(2, "/decisions", decision(ID_2, None))
+
+    assert [list(check.visit(f)) for f in (run, no_seq, after)] == [[], [], []]
+
+
+def test_a_run_whose_first_seq_is_not_0_is_named_once() -> None:
+    check = SeqCheck()
+    first = facts(0, "/run", {"stamp_ns": 1, "schema": "ghost.run/1", "seq": 3})
+
+    problems = list(check.visit(first))
+
+    assert messages(problems) == ["the first record has seq 3, but a run's first record is seq 0"]
+    assert problems[0].check is C.SEQ
+    # It counts on from there.
+    assert list(check.visit(facts(4, "/decisions", decision(ID_1, None)))) == []
+
+
+END_EMPTY = RunEnd(record_count=0, truncated=False, sealed=False, attachments=())
+END_EMPTY_CUT = RunEnd(record_count=0, truncated=True, sealed=False, attachments=())
+
+
+@pytest.mark.parametrize(
+    ("end", "run_problem", "seal_problem"),
+    [
+        (END_EMPTY, True, False),
+        (END_EMPTY_CUT, False, False),
+        (END_COMPLETE_UNSEALED, False, True),
+        # Only the /run record, in a complete file: its seal was removed too.
+        (RunEnd(record_count=1, truncated=False, sealed=False, attachments=()), False, True),
+        (END_CRASHED, False, False),
+    ],
+    ids=["complete-empty", "cut-empty", "complete-unsealed", "run-record-only", "crashed"],
+)
+def test_what_the_end_of_a_run_without_a_seal_tells(
+    end: RunEnd, run_problem: bool, seal_problem: bool
+) -> None:
+    run = list(RunRecordCheck().finish(end))
+    seal = list(SealCheck().finish(end))
+
+    assert [p.check for p in run] == ([C.RUN] if run_problem else [])
+    assert [p.check for p in seal] == ([C.SEAL] if seal_problem else [])
+    if run:
+        assert "not a single record" in run[0].message
+    if seal:
+        assert "holds no readable /seal record" in seal[0].message
+
+
+def test_a_seal_that_was_read_is_not_missing_at_the_end() -> None:
+    check = SealCheck()
+    run = facts(0, "/run", {"stamp_ns": 1, "schema": "ghost.run/1"})
+    seal = facts(
+        1,
+        "/seal",
+        {"schema": "ghost.seal/1", "stamp_ns": 1, "record_count": 1, "head_sha256": run.address},
+    )
+
+    assert list(check.visit(run)) == []
+    assert list(check.visit(seal)) == []
+    assert list(check.finish(END_COMPLETE_UNSEALED)) == []
+
+
+def test_an_unreadable_seal_is_left_to_the_json_check_and_still_ends_the_run() -> None:
+    check = SealCheck()
+    unreadable, _ = read_facts(1, stored_record("/seal", b"x", None, "not JSON"), TOPICS)
+    later = facts(2, "/decisions", decision(ID_1, None))
+
+    assert list(check.visit(unreadable)) == []
+    problems = list(check.visit(later))
+
+    assert messages(problems) == [
+        (
+            "it follows the seal (record #1 (/seal)): nothing may follow a run's seal, so it was"
+            " added after the run was closed"
+        )
+    ]
+
+
+def test_the_first_record_must_be_run_and_no_other() -> None:
+    check = RunRecordCheck()
+
+    first = list(check.visit(facts(0, "/decisions", decision(ID_1, None))))
+    again = list(check.visit(facts(1, "/run", {"stamp_ns": 1, "schema": "ghost.run/1"})))
+    fine = list(RunRecordCheck().visit(facts(0, "/run", {"stamp_ns": 1, "schema": "ghost.run/1"})))
+    later = list(check.visit(facts(2, "/decisions", decision(ID_2, None))))
+
+    assert [p.check for p in first + again] == [C.RUN, C.RUN]
+    assert first[0].message.startswith("the first record is on /decisions, but a run begins")
+    assert again[0].message.startswith("a /run record at position 1: only a run's first")
+    assert fine == []
+    assert later == []
+
+
+def test_the_chain_links_each_record_to_the_one_before() -> None:
+    check = ChainCheck()
+    run = facts(0, "/run", {"stamp_ns": 1, "schema": "ghost.run/1", "prev_sha256": None})
+    linked = facts(1, "/decisions", {**decision(ID_1, None), "prev_sha256": run.address})
+    broken = facts(2, "/decisions", {**decision(ID_2, None), "prev_sha256": "e" * 64})
+
+    assert list(check.visit(run)) == []
+    assert list(check.visit(linked)) == []
+    problems = list(check.visit(broken))
+
+    assert messages(problems) == [
+        (
+            f"its prev_sha256 is {'e' * 64}, but the record before it, seq 1 (/decisions, decision"
+            f" {ID_1}), has content address {linked.address}: that record was altered, or this"
+            " link was, or records between them were removed"
+        )
+    ]
+    assert problems[0].check is C.CHAIN
+
+
+def test_a_first_record_that_names_a_predecessor_is_named() -> None:
+    problems = list(ChainCheck().visit(facts(0, "/run", {"stamp_ns": 1, "schema": "ghost.run/1"})))
+
+    assert messages(problems) == [
+        (
+            f"its prev_sha256 is {'0' * 64}, but no record precedes it in the file: the records"
+            " before it were removed"
+        )
+    ]
+
+
+def test_a_record_without_a_link_is_left_to_the_schema_check_but_counts_as_previous() -> None:
+    check = ChainCheck()
+    unreadable, _ = read_facts(0, stored_record("/run", b"x", None, "not JSON"), TOPICS)
+    no_link = replace(
+        facts(1, "/decisions", decision(ID_1, None)),
+        record=MappingProxyType({"schema": "ghost.decision/1"}),
+    )
+    after = facts(2, "/decisions", {**decision(ID_2, None), "prev_sha256": no_link.address})
+
+    assert list(check.visit(unreadable)) == []
+    assert list(check.visit(no_link)) == []
+    assert list(check.visit(after)) == []
+
+
+# --- the policy attachment, one rule at a time ----------------------------------------------
+
+POLICY_SHA256 = sha256_hex(POLICY_SOURCE)
+
+
+def attached(
+    data: bytes = POLICY_SOURCE, *, name: str = "policy.toml", log_time: int = STAMP_NS
+) -> LoggedAttachment:
+    return LoggedAttachment(
+        name=name,
+        media_type="application/toml",
+        log_time_ns=log_time,
+        data=data,
+        sha256=sha256_hex(data),
+        create_time_ns=log_time,
+        offset=0,
+    )
+
+
+def attachment_problems(*attachments: LoggedAttachment) -> list[RunProblem]:
+    check = PolicyAttachmentCheck()
+    run = facts(
+        0,
+        "/run",
+        {"schema": "ghost.run/1", "stamp_ns": STAMP_NS, "policy_source_sha256": POLICY_SHA256},
+    )
+    assert list(check.visit(run)) == []
+    assert list(check.visit(facts(1, "/decisions", decision(ID_1, None)))) == []
+    end = RunEnd(record_count=2, truncated=False, sealed=True, attachments=attachments)
+    return list(check.finish(end))
+
+
+def test_the_policy_attached_once_at_the_run_stamp_passes() -> None:
+    assert attachment_problems(attached()) == []
+
+
+def test_no_policy_attachment_lists_what_is_attached() -> None:
+    other = attached(b"x", name="a")
+    another = attached(b"y", name="b")
+
+    assert messages(attachment_problems()) == [
+        (
+            "no attachment holds the policy source it names (policy_source_sha256"
+            f" {POLICY_SHA256}): the policy attachment was altered or removed (attachments: none)"
+        )
+    ]
+    problems = attachment_problems(other, another)
+    assert [(p.check, p.position) for p in problems] == [(C.ATTACHMENT, 0)]
+    assert problems[0].message.endswith(
+        f"(attachments: 'a', sha256 {other.sha256}; 'b', sha256 {another.sha256})"
+    )
+
+
+def test_a_policy_attached_twice_is_named_once() -> None:
+    assert messages(attachment_problems(attached(), attached())) == [
+        "its policy source is attached 2 times; a sink attaches it once"
+    ]
+
+
+def test_a_policy_attached_at_another_time_is_named() -> None:
+    assert messages(attachment_problems(attached(log_time=STAMP_NS + 1))) == [
+        (
+            f"its policy attachment has MCAP log_time {STAMP_NS + 1}, but the run's stamp_ns is"
+            f" {STAMP_NS}"
+        )
+    ]
+
+
+def test_an_attachment_besides_the_policy_is_named_as_the_files() -> None:
+    extra = attached(b"x", name="notes.txt")
+
+    problems = attachment_problems(attached(), extra)
+
+    assert messages(problems) == [
+        (
+            "an attachment that is not the run's policy source ('notes.txt', sha256"
+            f" {extra.sha256}): a ghost sink attaches only the policy"
+        )
+    ]
+    assert problems[0].position is None
+
+
+@pytest.mark.parametrize(
+    ("length", "shown_name"),
+    [(60, "n" * 60), (61, "n" * 59 + "…")],
+)
+def test_an_attachment_name_is_clipped_past_60_characters(length: int, shown_name: str) -> None:
+    extra = attached(b"x", name="n" * length)
+
+    (problem,) = attachment_problems(attached(), extra)
+
+    assert f"({shown_name!r}, sha256 {extra.sha256})" in problem.message
+
+
+# --- sealed, as the report and the verifier share it ----------------------------------------
+
+
+def sealed_run(count: int | None = None, head: str | None = None) -> list[LoggedRecord]:
+    run = facts(0, "/run", {"schema": "ghost.run/1", "stamp_ns": 1})
+    last = facts(1, "/decisions", decision(ID_1, None))
+    seal = facts(
+        2,
+        "/seal",
+        {
+            "schema": "ghost.seal/1",
+            "stamp_ns": 1,
+            "record_count": 2 if count is None else count,
+            "head_sha256": last.address if head is None else head,
+        },
+    )
+    return [run.logged, last.logged, seal.logged]
+
+
+def test_a_run_is_sealed_by_a_last_seal_that_counts_and_names_the_records() -> None:
+    assert is_sealed(sealed_run(), TOPICS)
+
+
+@pytest.mark.parametrize(
+    "records",
+    [
+        [],
+        sealed_run()[:2],
+        sealed_run(count=3),
+        sealed_run(head="e" * 64),
+        sealed_run()[2:],
+        [*sealed_run()[:2], stored_record("/seal", b"x", None, "not JSON")],
+    ],
+    ids=["empty", "no-seal", "wrong-count", "wrong-head", "seal-alone", "unreadable-seal"],
+)
+def test_a_run_is_not_sealed_otherwise(records: list[LoggedRecord]) -> None:
+    assert not is_sealed(records, TOPICS)
+
+
+def test_a_schema_field_is_quoted_only_when_it_is_a_ghost_schema() -> None:
+    names = TOPICS.values()
+
+    assert shown_schema("ghost.run/1", names) == "'ghost.run/1'"
+    assert shown_schema("evil\nschema", names) == "a string"
+    assert shown_schema(7, names) == "7"
+
+
+def test_a_claim_that_cannot_be_looked_up_is_described_not_a_crash() -> None:
+    links = Links()
+    links.assess(ID_2)
+
+    # An array is unhashable: looking it up among the open assessments would raise.
+    _, problems = links.decide(claim=["e" * 64])  # type: ignore[arg-type]
+
+    assert messages(problems) == [
+        "it claims assessment an array, but no assessment for this decision precedes it"
+    ]
