@@ -228,6 +228,7 @@ def test_a_supplied_tracestate_reaches_the_otel_span_in_order(
     assert decision.tracestate == "congo=t61,rojo=00f0"
     (span,) = exporter.get_finished_spans()
     assert span.parent is not None
+    assert span.parent.is_remote  # the header came from another process
     assert list(span.parent.trace_state.items()) == [("congo", "t61"), ("rojo", "00f0")]
     assert list(span.get_span_context().trace_state.items()) == [
         ("congo", "t61"),
@@ -239,6 +240,12 @@ def test_tracestate_is_ignored_without_a_traceparent() -> None:
     gate = Gate(Policy.from_dict(POLICY), sink=MemoryAuditSink())
     decision = gate.check(ACTION, tracestate="vendor=abc")
     assert (decision.trace_origin, decision.tracestate) == ("generated", None)
+
+
+def test_a_tracestate_of_only_empty_members_is_recorded_as_none() -> None:
+    gate = Gate(Policy.from_dict(POLICY), sink=MemoryAuditSink())
+    decision = gate.check(ACTION, traceparent=HEADER, tracestate=" , ,")
+    assert (decision.trace_origin, decision.tracestate) == ("supplied", None)
 
 
 def _remote_parent(flags: int, state: list[tuple[str, str]]) -> otel_trace.Span:
