@@ -360,3 +360,23 @@ def test_a_decision_trace_is_immutable() -> None:
     trace = Tracing(None).begin(None, None)
     with pytest.raises(FrozenInstanceError):
         trace.trace_flags = 0xFF  # type: ignore[misc]
+
+
+def test_a_recording_but_unsampled_span_is_propagated_as_unsampled() -> None:
+    from opentelemetry.sdk.trace.sampling import Decision as SamplingDecision
+    from opentelemetry.sdk.trace.sampling import Sampler, SamplingResult
+
+    class RecordOnly(Sampler):
+        def should_sample(self, *args: object, **kwargs: object) -> SamplingResult:
+            return SamplingResult(SamplingDecision.RECORD_ONLY)
+
+        def get_description(self) -> str:
+            return "record-only"
+
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider(sampler=RecordOnly())
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    gate = Gate(Policy.from_dict(POLICY), sink=MemoryAuditSink(), tracer_provider=provider)
+    decision = gate.check(ACTION)
+    # The span records (its ids are the decision's) but was not sampled: say so downstream.
+    assert decision.traceparent == f"00-{decision.trace_id}-{decision.span_id}-00"
