@@ -262,3 +262,18 @@ def test_a_truncated_run_signed_by_the_key_given_says_so() -> None:
     )
     assert two.summary.endswith("; the 2 checkpoint notes it holds are signed by the key given")
     assert declared.summary.endswith("a crash and a deliberate cut look the same")
+
+
+def test_check_and_signature_names_are_the_documented_ones() -> None:
+    # Problem lines and the summary print these names; scripts that read
+    # `ghost verify` output match on them, so each one is contract.
+    from analysis import IntegrityCheck, SignatureCheck
+
+    assert {check.name.lower(): check.value for check in IntegrityCheck} == {
+        name: name
+        for name in (
+            "reader", "file", "json", "schema", "canonical", "topic", "seq", "chain",
+            "run", "seal", "mcap", "attachment", "links", "checkpoint", "anchor",
+        )
+    }  # fmt: skip
+    assert [check.value for check in SignatureCheck] == ["given_key", "declared_key", "unsigned"]
