@@ -25,7 +25,7 @@ __all__ = ["InflateError", "Inflater"]
 def _optional(module: str) -> Any:
     try:
         return importlib.import_module(module)
-    except ImportError:  # pragma: no cover - depends on the installation
+    except ImportError:
         return None
 
 
@@ -98,7 +98,7 @@ class Inflater:
         return out
 
     def _zstd_inflate(self, data: memoryview, size: int) -> bytes:
-        if self._zstd is None:  # pragma: no cover - see the module docstring
+        if self._zstd is None:
             raise InflateError(
                 ProblemKind.CHUNK_COMPRESSION_UNSUPPORTED,
                 "it is zstd, and zstandard is not installed",
@@ -119,7 +119,7 @@ class Inflater:
 
 
 def _lz4_inflate(data: memoryview, size: int) -> bytes:
-    if lz4_frame is None:  # pragma: no cover - see the module docstring
+    if lz4_frame is None:
         raise InflateError(
             ProblemKind.CHUNK_COMPRESSION_UNSUPPORTED, "it is lz4, and lz4 is not installed"
         )
@@ -133,10 +133,9 @@ def _lz4_inflate(data: memoryview, size: int) -> bytes:
             part = decompressor.decompress(pending, max_length=size + 1 - got)
             parts.append(part)
             got += len(part)
-            if not decompressor.eof:
-                if got <= size:
-                    raise InflateError(ProblemKind.CHUNK_CORRUPT, "lz4: the frame is cut short")
-                break
+            if not decompressor.eof and got <= size:
+                raise InflateError(ProblemKind.CHUNK_CORRUPT, "lz4: the frame is cut short")
+            # A frame stopped past the claim is not at its end either; `got > size` ends the loop.
             pending = decompressor.unused_data
     except (RuntimeError, ValueError) as exc:
         raise InflateError(ProblemKind.CHUNK_CORRUPT, f"lz4: {exc}") from None

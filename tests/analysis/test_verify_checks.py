@@ -8,6 +8,7 @@ decision, an assessment and an approval can disagree).
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Iterable, Mapping
 from dataclasses import replace
@@ -17,7 +18,15 @@ from typing import Any
 import pytest
 
 from analysis import IntegrityCheck, RunProblem
-from analysis._run_facts import RecordFacts, RunEnd, is_sealed, read_facts, shown, shown_schema
+from analysis._run_facts import (
+    RecordFacts,
+    RunEnd,
+    _clip,
+    is_sealed,
+    read_facts,
+    shown,
+    shown_schema,
+)
 from analysis._verify_chain import (
     ChainCheck,
     KnownTopicsCheck,
@@ -797,7 +806,18 @@ def sealed_run(count: int | None = None, head: str | None = None) -> list[Logged
 
 
 def test_a_run_is_sealed_by_a_last_seal_that_counts_and_names_the_records() -> None:
-    assert is_sealed(sealed_run(), TOPICS)
+    assert is_sealed(sealed_run(), TOPICS) is True
+
+
+def test_a_run_with_no_decision_is_sealed_by_the_seal_after_its_run_record() -> None:
+    run = facts(0, "/run", {"schema": "ghost.run/1", "stamp_ns": 1})
+    seal = facts(
+        1,
+        "/seal",
+        {"schema": "ghost.seal/1", "stamp_ns": 1, "record_count": 1, "head_sha256": run.address},
+    )
+
+    assert is_sealed([run.logged, seal.logged], TOPICS) is True
 
 
 @pytest.mark.parametrize(
@@ -813,7 +833,35 @@ def test_a_run_is_sealed_by_a_last_seal_that_counts_and_names_the_records() -> N
     ids=["empty", "no-seal", "wrong-count", "wrong-head", "seal-alone", "unreadable-seal"],
 )
 def test_a_run_is_not_sealed_otherwise(records: list[LoggedRecord]) -> None:
-    assert not is_sealed(records, TOPICS)
+    assert is_sealed(records, TOPICS) is False
+
+
+def test_only_an_integer_field_reads_as_an_integer() -> None:
+    record = facts(0, "/run", {"schema": "ghost.run/1", "stamp_ns": 1, "flag": True, "text": "7"})
+
+    assert record.integer("stamp_ns") == 1
+    assert (record.integer("flag"), record.integer("text"), record.integer("absent")) == (
+        None,
+        None,
+        None,
+    )
+
+
+def test_record_facts_and_the_run_end_are_frozen() -> None:
+    record = facts(0, "/run", {"schema": "ghost.run/1", "stamp_ns": 1})
+
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        record.seq = 5  # type: ignore[misc]
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        END_SEALED.sealed = False  # type: ignore[misc]
+
+
+@pytest.mark.parametrize(
+    ("text", "shown_text"),
+    [("d" * 160, "d" * 160), ("d" * 161, "d" * 159 + "…")],
+)
+def test_a_detail_is_clipped_past_160_characters(text: str, shown_text: str) -> None:
+    assert _clip(text) == shown_text
 
 
 def test_a_schema_field_is_quoted_only_when_it_is_a_ghost_schema() -> None:

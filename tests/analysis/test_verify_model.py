@@ -152,6 +152,12 @@ def test_the_summary_says_against_which_key_the_notes_were_checked() -> None:
     )
 
 
+def test_two_notes_verify_against_the_declared_key_in_the_plural() -> None:
+    summary = make(checkpoint_count=2, signatures=SignatureCheck.DECLARED_KEY).summary
+
+    assert "sealed; 2 checkpoint notes verify against the key the run itself declares" in summary
+
+
 def test_the_summary_counts_the_anchors_that_match() -> None:
     one = make(anchors_checked=1, anchors_matched=1).summary
     two = make(anchors_checked=2, anchors_matched=2, status=RunStatus.TRUNCATED, truncated=True)
@@ -225,6 +231,36 @@ def test_a_problem_naming_a_record_needs_its_position() -> None:
         RunProblem(IntegrityCheck.SEQ, "x", seq=3)
     with pytest.raises(ValueError, match="must name the record position"):
         RunProblem(IntegrityCheck.SEQ, "x", topic="/run")
+
+
+def test_a_problem_on_a_record_whose_topic_is_unknown_says_so() -> None:
+    problem = RunProblem(IntegrityCheck.SEQ, "x", position=2, seq=2)
+
+    assert problem.where == "seq 2 ?"
+
+
+def test_a_verification_defaults_to_no_checkpoint_no_signature_no_anchor() -> None:
+    result = make()
+
+    assert (result.checkpoint_count, result.signatures) == (0, SignatureCheck.UNSIGNED)
+    assert (result.anchors_checked, result.anchors_matched) == (0, 0)
+
+
+def test_a_verification_takes_its_enums_by_value() -> None:
+    result = make(status="intact", signatures="given_key")
+
+    assert result.status is RunStatus.INTACT
+    assert result.signatures is SignatureCheck.GIVEN_KEY
+
+
+def test_a_negative_anchor_count_is_refused() -> None:
+    with pytest.raises(ValueError, match=r"anchors_matched -1 is outside 0\.\.0"):
+        make(anchors_matched=-1, status=RunStatus.TAMPERED, problems=[PROBLEM])
+
+
+def test_a_verification_is_frozen() -> None:
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        make().sealed = False  # type: ignore[misc]
 
 
 def test_a_problem_is_frozen() -> None:

@@ -537,3 +537,91 @@ def test_the_zstd_window_allowed_is_the_smallest_power_of_two_holding_a_chunk() 
     with pytest.raises(InflateError) as raised:
         Inflater(1 << 20).inflate("zstd", memoryview(frame), 1 << 20)
     assert raised.value.kind is ProblemKind.CHUNK_CORRUPT  # a window over the bound is refused
+
+
+# --- the inflater on its own: the bound is one byte past the claim, frames follow frames ----
+
+
+def test_inflation_stops_exactly_one_byte_past_the_claim() -> None:
+    from audit._inflate import Inflater, _lz4_inflate
+
+    lz4_bomb = lz4.frame.compress(bytes(64 * MIB), compression_level=0)
+    zstd_bomb = memoryview(zstd_rle_frame(GIB))
+
+    assert len(Inflater(MIB)._zstd_inflate(zstd_bomb, 4096)) == 4097
+    # Past 256 KiB the output is asked for in parts: the last part asks only for what is left.
+    assert len(Inflater(MIB)._zstd_inflate(zstd_bomb, 300_000)) == 300_001
+    assert len(_lz4_inflate(memoryview(lz4_bomb), 4096)) == 4097
+
+
+def test_the_bound_counts_the_frames_before_the_one_that_overflows() -> None:
+    from audit._inflate import Inflater, _lz4_inflate
+
+    zstd_frames = zstd_rle_frame(1 << 17, byte=1) + zstd_rle_frame(GIB)
+    lz4_frames = lz4.frame.compress(b"a" * 1000) + lz4.frame.compress(bytes(64 * MIB))
+
+    assert len(Inflater(MIB)._zstd_inflate(memoryview(zstd_frames), 200_000)) == 200_001
+    assert len(_lz4_inflate(memoryview(lz4_frames), 4096)) == 4097
+
+
+@pytest.mark.parametrize("compression", ["zstd", "lz4"])
+def test_a_chunk_of_several_frames_inflates_to_all_of_them(compression: str) -> None:
+    import zstandard
+
+    from audit._inflate import Inflater
+
+    parts = [b"first frame " * 50, b"second frame " * 70, b"third"]
+    compress = {
+        "zstd": zstandard.ZstdCompressor().compress,
+        "lz4": lz4.frame.compress,
+    }[compression]
+    data = b"".join(compress(part) for part in parts)
+    size = sum(map(len, parts))
+
+    assert bytes(Inflater(MIB).inflate(compression, memoryview(data), size)) == b"".join(parts)
+
+
+def test_the_smallest_zstd_window_allowed_is_one_kibibyte() -> None:
+    import zstandard
+
+    from audit._inflate import InflateError, Inflater
+
+    # No content size in the header, so the frame declares its 2 KiB window (log 11).
+    params = zstandard.ZstdCompressionParameters(window_log=11, write_content_size=False)
+    frame = zstandard.ZstdCompressor(compression_params=params).compress(bytes(range(256)) * 16)
+    assert zstandard.get_frame_parameters(frame).window_size == 2048
+
+    with pytest.raises(InflateError) as raised:
+        Inflater(500).inflate("zstd", memoryview(frame), 500)
+    assert raised.value.kind is ProblemKind.CHUNK_CORRUPT  # the 2 KiB window is refused
+    with pytest.raises(InflateError) as raised:
+        Inflater(1025).inflate("zstd", memoryview(frame), 1025)
+    assert raised.value.kind is ProblemKind.CHUNK_OVERFLOW  # 2 KiB allowed: decoded, stopped
+
+
+def test_a_missing_decompressor_makes_its_chunks_unsupported(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from audit import _inflate
+
+    monkeypatch.setattr(_inflate, "zstandard", None)
+    monkeypatch.setattr(_inflate, "lz4_frame", None)
+    inflater = _inflate.Inflater(MIB)
+
+    for compression, why in [
+        ("zstd", "it is zstd, and zstandard is not installed"),
+        ("lz4", "it is lz4, and lz4 is not installed"),
+    ]:
+        with pytest.raises(_inflate.InflateError) as raised:
+            inflater.inflate(compression, memoryview(b"data"), 4)
+        assert (raised.value.kind, raised.value.why) == (
+            ProblemKind.CHUNK_COMPRESSION_UNSUPPORTED,
+            why,
+        )
+
+
+def test_an_optional_decompressor_that_is_not_installed_is_none() -> None:
+    from audit._inflate import _optional
+
+    assert _optional("ghost_no_such_decompressor") is None
+    assert _optional("zlib") is __import__("zlib")
