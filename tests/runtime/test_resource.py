@@ -95,6 +95,7 @@ AMBIGUOUS = [
     ("file:/data%5csecret", "percent-encoded '.', '/' or '\\'"),
     ("file:/data/%00", "percent-encoded control character"),
     ("file:/data/%0a", "percent-encoded control character"),
+    ("file:/data/%1f", "percent-encoded control character"),  # the last C0 control
     ("file:/data/%7f", "percent-encoded control character"),
     ("file:/data/%252e%252e/x", "more than once"),
     ("file:/data/%252E", "more than once"),
@@ -337,3 +338,9 @@ ADVERSARIAL: list[Callable[[int], str]] = [
 @pytest.mark.parametrize("make", ADVERSARIAL)
 def test_canonicalisation_is_linear(make: Callable[[int], str]) -> None:
     assert_linear(_canonical_or_none, make, 5_000)
+
+
+def test_a_path_problem_reads_as_its_phrase() -> None:
+    problem = _paths.PathProblem(_paths.CLIMBS)
+
+    assert (str(problem), problem.problem) == (_paths.CLIMBS, _paths.CLIMBS)
