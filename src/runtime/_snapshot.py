@@ -30,7 +30,9 @@ What the snapshot holds, and how each value gets there:
   nest at most ``max_depth`` deep (the arguments themselves are depth 0; a
   cycle is infinitely deep), and the whole costs at most ``max_bytes``: one
   per value, plus the UTF-8 length of every string and key, the length of
-  every bytes value, and the digit count of every integer. Exceeding either
+  every bytes value, 8 for a float, and for an integer an upper bound of its
+  digit count read off its bit length, one more than ``floor(bits * 0.30103)``
+  (so never converting it to text). Exceeding either
   is `SnapshotLimitExceeded`, before the rest is copied.
 
 Every mutable container in the snapshot is a new object; immutable leaves
@@ -66,7 +68,6 @@ MAX_INT_DIGITS: Final = 4300
 _INT_BITS_FAST: Final = 14_000
 _INT_LIMIT: Final = 10**MAX_INT_DIGITS
 
-_NAME_FIELDS: Final = ("agent", "verb", "resource")
 # C0 controls, DEL, C1 controls, lone surrogates, bidi embeddings/overrides/isolates.
 _FORBIDDEN_IN_NAMES: Final = re.compile(
     "[\x00-\x1f\x7f-\x9f\ud800-\udfff\u202a-\u202e\u2066-\u2069]"
@@ -136,7 +137,7 @@ class Snapshotter:
         ValueError: a bound is not a positive integer.
     """
 
-    __slots__ = ("_budget", "_max_bytes", "_max_depth", "_max_name_chars", "_to_data")
+    __slots__ = ("_max_bytes", "_max_depth", "_max_name_chars", "_to_data")
 
     def __init__(
         self,
@@ -159,7 +160,6 @@ class Snapshotter:
         self._max_depth = max_depth
         self._max_bytes = max_bytes
         self._to_data = to_data
-        self._budget = 0
 
     def name(self, field: str, value: object) -> str:
         """Return ``value`` as a validated exact ``str`` name.

@@ -418,3 +418,174 @@ def test_name_subclasses_are_converted() -> None:
 def test_args_must_be_a_dict(args: object) -> None:
     with pytest.raises(InvalidAction, match="action args must be a dict"):
         take(args)
+
+
+# --- what each value costs, exactly (the size budget of the module docstring) ----------
+
+
+def costs_exactly(value: object, cost: int) -> None:
+    """``{"k": value}`` fits a budget of its cost and not one byte less."""
+    total = 1 + (1 + 1) + cost  # the dict, the key "k", the value
+    assert Snapshotter(max_bytes=total).take("a", "v", "r", {"k": value}).args == {
+        "k": plain_form(value)
+    }
+    with pytest.raises(SnapshotLimitExceeded):
+        Snapshotter(max_bytes=total - 1).take("a", "v", "r", {"k": value})
+
+
+def integer_cost(bits: int) -> int:
+    # One for the value, plus an upper bound of its digits: 1 + floor(bits * 0.30103).
+    return 1 + 1 + bits * 30103 // 100_000
+
+
+@pytest.mark.parametrize(
+    ("value", "cost"),
+    [
+        ("abc", 1 + 3),
+        (LyingStr("abc"), 1 + 3),
+        ("é", 1 + 2),  # UTF-8 bytes, not characters
+        ("", 1),
+        (None, 1),
+        (True, 1),
+        (1.5, 1 + 8),
+        (LyingFloat(1.5), 1 + 8),
+        (b"xy", 1 + 2),
+        (LyingBytes(b"xy"), 1 + 2),
+        ([], 1),
+        ([None, None], 1 + 1 + 1),
+        ((None,), 1 + 1),
+        ({}, 1),
+        ({"ab": None}, 1 + (1 + 2) + 1),
+        (0, 2),
+        (LyingInt(7), integer_cost(3)),
+    ],
+    ids=repr,
+)
+def test_each_value_costs_what_the_budget_says(value: object, cost: int) -> None:
+    costs_exactly(value, cost)
+
+
+# Bit lengths where the digit bound 1 + floor(bits * 0.30103) is one below or at a step:
+# any other constant in it (0.30102, 0.30104, a divisor one off) counts one differently.
+@pytest.mark.parametrize("bits", [1, 4, 196, 289, 485, 681, 14_000])
+def test_an_integer_costs_one_plus_a_digit_bound_read_off_its_bit_length(bits: int) -> None:
+    value = 1 << (bits - 1)
+    assert len(str(value)) <= integer_cost(bits) - 1  # the bound holds
+    costs_exactly(value, integer_cost(bits))
+    costs_exactly(-value, integer_cost(bits))
+
+
+def test_the_integer_limit_is_pythons_own_conversion_limit() -> None:
+    digits = sys.int_info.default_max_str_digits  # 4300
+    assert digits == MAX_INT_DIGITS
+    assert take({"n": 10**digits - 1})["n"] == 10**digits - 1
+    for value in (10**digits, -(10**digits)):
+        with pytest.raises(UnsupportedValue) as raised:
+            take({"n": value})
+        assert (raised.value.type_name, raised.value.path) == ("int", "$.n")
+        assert raised.value.problem == f"an integer of more than {digits} digits"
+
+
+@pytest.mark.parametrize(
+    ("number", "problem"),
+    [
+        (math.nan, "NaN (floats must be finite)"),
+        (math.inf, "an infinite float (floats must be finite)"),
+        (-math.inf, "an infinite float (floats must be finite)"),
+    ],
+)
+def test_a_float_that_is_not_finite_is_named_for_what_it_is(number: float, problem: str) -> None:
+    with pytest.raises(UnsupportedValue) as raised:
+        take({"x": [number]})
+    assert (raised.value.type_name, raised.value.path, raised.value.problem) == (
+        "float",
+        "$.x[0]",
+        problem,
+    )
+
+
+def test_text_problems_name_str_as_the_type() -> None:
+    with pytest.raises(UnsupportedValue) as raised:
+        take({"x": "ok\udfff"})
+    assert (raised.value.type_name, raised.value.path) == ("str", "$.x")
+    assert raised.value.problem == "a string with a lone surrogate at index 2 (not Unicode text)"
+    with pytest.raises(UnsupportedValue) as raised:
+        take({DistinctKey("k"): 1, "k": 2})
+    assert (raised.value.type_name, raised.value.path) == ("str", "${key #1}")
+
+
+@pytest.mark.parametrize(
+    ("key", "segment"),
+    [
+        ("plain_key", ".plain_key"),
+        ("_" + "a" * 63, "._" + "a" * 63),  # an identifier of 64 characters
+        ("a-b", '["a-b"]'),
+        ("9lives", '["9lives"]'),
+        ('say "hi"\\', '["say \\"hi\\"\\\\"]'),
+        ("k" * 65, '["' + "k" * 61 + '..."]'),  # too long to be an identifier, shortened
+        ("-" * 64, '["' + "-" * 64 + '"]'),
+        ("-" * 65, '["' + "-" * 61 + '..."]'),
+    ],
+)
+def test_the_path_of_a_value_names_its_key_safely(key: str, segment: str) -> None:
+    with pytest.raises(UnsupportedValue) as raised:
+        take({key: {1, 2}})
+    assert raised.value.path == "$" + segment
+
+
+def test_the_path_names_list_indexes_and_nested_keys() -> None:
+    with pytest.raises(UnsupportedValue) as raised:
+        take({"a": [0, {"b": [None, None, {3}]}]})
+    assert raised.value.path == "$.a[1].b[2]"
+
+
+def test_lists_count_towards_the_depth_bound_one_level_each() -> None:
+    snap = Snapshotter(max_depth=3)
+    three = nested(3, lambda inner: [inner])  # the arguments are depth 0, its lists 1-3
+    assert snap.take("a", "v", "r", {"l": three}).args == {"l": three}
+    assert snap.take("a", "v", "r", {"l": [[[]]]}).args == {"l": [[[]]]}
+    with pytest.raises(SnapshotLimitExceeded):
+        snap.take("a", "v", "r", {"l": nested(4, lambda inner: [inner])})
+    with pytest.raises(SnapshotLimitExceeded):
+        snap.take("a", "v", "r", {"l": [[[[]]]]})
+
+
+def test_the_default_bounds_are_4096_characters_32_levels_and_a_mebibyte() -> None:
+    snap = Snapshotter()
+    assert snap.name("agent", "a" * 4096) == "a" * 4096
+    with pytest.raises(InvalidAction, match="4097 characters long; at most 4096"):
+        snap.name("agent", "a" * 4097)
+    assert snap.take("a", "v", "r", nested(33)).args == nested(33)  # depths 0-32
+    with pytest.raises(SnapshotLimitExceeded, match="max_depth 32"):
+        snap.take("a", "v", "r", nested(34))
+    fits = {"k": "x" * ((1 << 20) - 4)}  # 1 + 2 + (1 + len)
+    assert snap.take("a", "v", "r", fits).args == fits
+    with pytest.raises(SnapshotLimitExceeded, match=f"max_bytes {1 << 20}"):
+        snap.take("a", "v", "r", {"k": "x" * ((1 << 20) - 3)})
+
+
+def test_bounds_of_one_are_accepted() -> None:
+    snap = Snapshotter(max_name_chars=1, max_depth=1, max_bytes=1)
+    assert snap.take("a", "v", "r", {}).args == {}
+    with pytest.raises(InvalidAction):
+        snap.name("agent", "ab")
+
+
+@pytest.mark.parametrize(
+    ("char", "kind"),
+    [
+        (chr(0xD800), "a lone surrogate"),
+        (chr(0xDFFF), "a lone surrogate"),
+        ("\x9f", "a control character"),
+    ],
+)
+def test_a_forbidden_character_in_a_name_is_called_what_it_is(char: str, kind: str) -> None:
+    with pytest.raises(InvalidAction) as raised:
+        SNAP.name("verb", "ab" + char)
+    assert raised.value.problem == f"holds {kind} (U+{ord(char):04X}) at index 2"
+
+
+def test_a_snapshot_is_frozen() -> None:
+    snapshot = SNAP.take("a", "v", "r", {})
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        snapshot.agent = "other"  # type: ignore[misc]
