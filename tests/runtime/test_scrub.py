@@ -781,3 +781,89 @@ def test_values_without_secrets_come_back_as_they_are(value: object) -> None:
     result = Scrubber(fingerprint_key=KEY).scrub(value)
     assert result.findings == ()
     assert result.value is value
+
+
+# --- the walk's edges: numbers scanned, budgets met mid-container, exempt bytes, quoting -----
+
+
+def smallest_budget(value: object) -> int:
+    """The smallest ``max_bytes`` under which ``value`` is scrubbed without a limit error."""
+    low, high = 1, 1 << 16
+    while low < high:
+        middle = (low + high) // 2
+        try:
+            Scrubber(fingerprint_key=KEY, detectors=[], max_bytes=middle).scrub(value)
+        except ScrubLimitExceeded:
+            low = middle + 1
+        else:
+            high = middle
+    return low
+
+
+@pytest.mark.parametrize(
+    ("number", "scanned"),
+    [
+        (10**10 - 1, False),
+        (10**10, True),
+        (-(10**10), True),
+        (10**20 - 1, True),
+        (10**20, False),
+        (1e10, True),
+        (1e20, False),
+    ],
+)
+def test_only_numbers_of_11_to_20_digits_are_scanned_as_text(number: float, scanned: bool) -> None:
+    # A scanned number costs its text's length on top of what any value costs.
+    extra = len(repr(number)) if scanned else 0
+    assert smallest_budget({"n": number}) == smallest_budget({"n": None}) + extra
+
+
+def test_a_container_over_budget_is_refused_before_its_next_item_is_read() -> None:
+    # At one byte under the budget of ["aaaa", None], the text "aaaa" overspends by one:
+    # the set after it is never read, so the error is the budget's, not the set's.
+    budget = smallest_budget(["aaaa", None]) - 1
+    with pytest.raises(ScrubLimitExceeded):
+        Scrubber(fingerprint_key=KEY, max_bytes=budget).scrub(["aaaa", {1}])
+
+
+def test_exempt_bytes_are_sent_as_they_are(scrubber: Scrubber) -> None:
+    secret = AWS.encode()
+    exempt = scrubber.scrub({"raw": secret, "other": secret}, exempt=["raw"])
+
+    assert exempt.value["raw"] == secret
+    assert exempt.value["other"] != secret
+    assert [f.path for f in exempt.findings] == ["$.other"]
+
+
+def test_a_key_redacted_onto_another_takes_the_first_free_number(scrubber: Scrubber) -> None:
+    result = scrubber.scrub({EMAIL: 1, "[REDACTED:email]": 2})
+    assert result.value == {"[REDACTED:email] (2)": 1, "[REDACTED:email]": 2}
+
+
+@pytest.mark.parametrize(
+    ("text", "quoted"),
+    [
+        ("~ !", '"~ !"'),
+        ("\x1f", '"\\u001f"'),
+        ("\x7f", '"\\u007f"'),
+        ("\uffff", '"\\uffff"'),
+        ("\U00010000", '"\\ud800\\udc00"'),
+        ("\ud800", '"\\ud800"'),
+        ('"\\', '"\\"\\\\"'),
+    ],
+)
+def test_a_path_quotes_keys_as_printable_ascii_json(text: str, quoted: str) -> None:
+    from runtime._walk import _quote
+
+    assert _quote(text) == quoted
+
+
+@given(st.text())
+def test_a_quoted_key_is_printable_ascii_json_of_the_same_text(text: str) -> None:
+    import json
+
+    from runtime._walk import _quote
+
+    quoted = _quote(text)
+    assert all(0x20 <= ord(char) < 0x7F for char in quoted)
+    assert json.loads(quoted) == text
