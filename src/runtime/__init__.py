@@ -12,6 +12,15 @@ This package imports neither `audit` nor `mcap` (ADR 0001).
 """
 
 from runtime._action import Action, Decision
+from runtime._approval import Approval
+from runtime._approval_queue import ApprovalQueue
+from runtime._approval_store import (
+    ApprovalStore,
+    MemoryApprovalStore,
+    PendingApproval,
+    Resolution,
+    check_resolution,
+)
 from runtime._canonical import (
     StrictJSONError,
     canonical_bytes,
@@ -54,9 +63,12 @@ __all__ = [
     "Action",
     "ActionDenied",
     "AmbiguousResource",
+    "Approval",
     "ApprovalError",
     "ApprovalPending",
+    "ApprovalQueue",
     "ApprovalSpec",
+    "ApprovalStore",
     "AuditError",
     "AuditSink",
     "CanonicalEncodingError",
@@ -69,10 +81,13 @@ __all__ = [
     "Finding",
     "Gate",
     "GhostError",
+    "MemoryApprovalStore",
     "NarrowingError",
     "NarrowingEscape",
+    "PendingApproval",
     "Policy",
     "PolicyError",
+    "Resolution",
     "Rule",
     "RunStart",
     "RuntimeVerdict",
@@ -87,6 +102,7 @@ __all__ = [
     "UnsupportedValue",
     "canonical_bytes",
     "canonical_resource",
+    "check_resolution",
     "content_address",
     "jcs_bytes",
     "loads_strict",
