@@ -111,6 +111,7 @@ class ApprovalQueue:
         self._async_waiters: dict[str, list[tuple[asyncio.AbstractEventLoop, asyncio.Future[None]]]]
         self._async_waiters = {}
         self._next_poll_ns = 0
+        self._async_sweeping = False  # an async waiter's sweep is running in a worker thread
         # A restart: what waited in the store, and what was resolved but never logged.
         for pending in store.pending():
             self._adopt(pending)
@@ -291,8 +292,13 @@ class ApprovalQueue:
                     return cached
                 self._async_waiters.setdefault(decision_id, []).append((loop, waiter))
             try:
-                if self._needs_settling(pending) or self._sweep_due():
-                    await asyncio.to_thread(self.sweep)
+                if self._claim_sweep():
+                    try:
+                        await asyncio.to_thread(self.sweep, force=True)
+                    finally:
+                        with self._cond:
+                            self._async_sweeping = False
+                if self._needs_settling(pending):
                     approval = await asyncio.to_thread(self._settle, decision_id)
                     if approval is not None:
                         return approval
@@ -401,11 +407,19 @@ class ApprovalQueue:
             if ours:
                 self._record(pending, resolution)
 
-    def _sweep_due(self) -> bool:
+    def _claim_sweep(self) -> bool:
+        """Whether this async waiter should sweep now (an expiry or a poll is due, and no
+        other waiter's sweep is under way): a thousand waiters start one sweep, not a thousand."""
         now = self._clock.time_ns()
+        real = time.monotonic_ns()
         with self._cond:
+            if self._async_sweeping:
+                return False
             due = bool(self._deadlines) and self._deadlines[0][0] <= now
-            return due or time.monotonic_ns() >= self._next_poll_ns
+            if not due and real < self._next_poll_ns:
+                return False
+            self._async_sweeping = True
+            return True
 
     def _needs_settling(self, pending: PendingApproval) -> bool:
         """Whether the decision is resolved in the store or past its deadline (async poll)."""

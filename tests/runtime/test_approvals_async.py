@@ -9,7 +9,14 @@ from typing import Any
 
 import pytest
 
-from runtime import Approval, ApprovalError, Resolution, check_resolution
+from runtime import (
+    Approval,
+    ApprovalError,
+    MemoryApprovalStore,
+    PendingApproval,
+    Resolution,
+    check_resolution,
+)
 from runtime.testing import ManualClock
 from tests.runtime.approvals import S, held, make_gate, refund
 
@@ -179,3 +186,37 @@ def test_wait_async_refuses_bad_ids(clock: ManualClock, bad_id: Any) -> None:
     gate, _, _ = make_gate(clock)
     with pytest.raises(ApprovalError, match="awaits approval"):
         asyncio.run(gate.approvals.wait_async(bad_id, 1))
+
+
+def test_many_async_waiters_share_one_poll_of_the_store(clock: ManualClock) -> None:
+    class CountingStore(MemoryApprovalStore):
+        gets = 0
+        polls = 0
+
+        def get(self, decision_id: str) -> tuple[PendingApproval, Resolution | None]:
+            CountingStore.gets += 1
+            return super().get(decision_id)
+
+        def unrecorded(self) -> list[tuple[PendingApproval, Resolution]]:
+            CountingStore.polls += 1
+            return super().unrecorded()
+
+    gate, _, _ = make_gate(clock, store=CountingStore(), poll_s=0.005)
+    decisions = [held(gate, refund(100 + i)) for i in range(200)]
+
+    async def main() -> None:
+        tasks = [
+            asyncio.create_task(gate.approvals.wait_async(d.decision_id, timeout_s=120))
+            for d in decisions
+        ]
+        await asyncio.sleep(0.1)
+        CountingStore.gets = CountingStore.polls = 0
+        await asyncio.sleep(0.1)  # every waiter wakes to look at the store several times
+        gets, polls = CountingStore.gets, CountingStore.polls
+        assert gets >= len(decisions)
+        # One sweep per poll interval for all of them, not one per waiter per wake-up.
+        assert polls * 20 <= gets
+        clock.advance(600 * S)
+        await asyncio.gather(*tasks)
+
+    asyncio.run(main())
