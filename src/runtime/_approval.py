@@ -115,6 +115,8 @@ def _seconds_to_ns(seconds: float) -> int:
     # Policy loading admits only positive finite numbers; a deadline past int64 is clamped.
     if not 0 < seconds < math.inf:
         raise ValueError(f"a timeout is a positive finite number of seconds, not {seconds!r}")
+    if seconds >= INT64_MAX / _NS_PER_S:  # before multiplying: 1e300 s would overflow to inf
+        return INT64_MAX
     return min(INT64_MAX, math.ceil(seconds * _NS_PER_S))
 
 

@@ -635,3 +635,72 @@ def test_a_replaced_approval_is_still_an_approval() -> None:
     with pytest.raises(dataclasses.FrozenInstanceError):
         approval.outcome = "rejected"  # type: ignore[misc]
     assert not dataclasses.replace(approval, outcome="expired").approved
+
+
+# --- the terms of a hold, unit by unit -------------------------------------------------------
+
+
+def _rule(rule_id: str, timeout_s: float, approvers: tuple[str, ...] | None) -> Any:
+    from runtime import ApprovalSpec, Effect, Rule
+
+    return Rule(rule_id, Effect.APPROVAL, approval=ApprovalSpec(timeout_s, approvers))
+
+
+def test_terms_take_the_shortest_timeout_rounded_up_to_a_nanosecond() -> None:
+    from runtime import Effect, Rule
+    from runtime._approval import approval_terms
+
+    rules = [
+        Rule("allow", Effect.ALLOW),
+        _rule("a", 2.5, None),
+        _rule("b", 1e-10, None),
+        _rule("c", 3, None),
+    ]
+    assert approval_terms(rules).timeout_ns == 1
+    assert approval_terms(rules[:2]).timeout_ns == 2_500_000_000
+    assert approval_terms(rules[:2]).approvers is None
+
+
+def test_terms_intersect_only_the_rules_that_list_approvers() -> None:
+    from runtime._approval import approval_terms
+
+    terms = approval_terms(
+        [_rule("a", 9, ("x", "y", "z")), _rule("b", 9, None), _rule("c", 9, ("z", "y", "q"))]
+    )
+    assert terms.approvers == ("y", "z")
+    assert approval_terms([_rule("a", 9, ())]).approvers == ()
+
+
+def test_a_timeout_past_int64_is_clamped() -> None:
+    from runtime._approval import INT64_MAX, approval_terms
+
+    assert approval_terms([_rule("a", 1e300, None)]).timeout_ns == INT64_MAX
+
+
+@pytest.mark.parametrize("timeout", [0, -1, math.inf, math.nan])
+def test_a_timeout_that_policy_loading_refuses_is_refused_here_too(timeout: float) -> None:
+    from runtime._approval import approval_terms
+
+    with pytest.raises(ValueError, match="positive finite"):
+        approval_terms([_rule("a", timeout, None)])
+
+
+def test_terms_need_an_approval_rule() -> None:
+    from runtime import Effect, Rule
+    from runtime._approval import approval_terms
+
+    with pytest.raises(ValueError, match="at least one approval rule"):
+        approval_terms([Rule("allow", Effect.ALLOW)])
+
+
+def test_a_deadline_past_int64_is_clamped_in_the_record(clock: ManualClock) -> None:
+    policy = dict(APPROVAL_POLICY)
+    policy["rules"] = [
+        {"id": "r", "verbs": ["refund"], "effect": "approval", "approval": {"timeout_s": 1e300}}
+    ]
+    gate, sink, _ = make_gate(clock, policy=policy)
+    decision = held(gate)
+    (pending,) = gate.approvals.pending()
+    assert pending.expires_ns == 2**63 - 1
+    gate.approvals.resolve(decision.decision_id, approved=True, approver="x")
+    assert sink.records("/approvals")[0]["expires_ns"] == 2**63 - 1
