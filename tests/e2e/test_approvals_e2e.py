@@ -43,7 +43,9 @@ def test_a_pending_approval_survives_a_restart_and_lands_in_the_new_run(tmp_path
     first_sink = McapAuditSink(first_path)
     first = Gate(policy, sink=first_sink, clock=clock, approvals=store)
     to_approve = first.check(refund(100))
+    clock.advance(1_000_000)  # distinct stamps: pending() lists oldest first
     to_expire = first.check(refund(5000))  # 60 s
+    clock.advance(1_000_000)
     resolved_meanwhile = first.check(refund(300))
     first_run_id = first_sink.run_id
     assert first_run_id is not None
