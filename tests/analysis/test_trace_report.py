@@ -23,7 +23,11 @@ from analysis import (
     encode_decision_trace_report_to_bytes,
 )
 from runtime import RuntimeVerdict
-from tests.strategies import decision_trace_records, decision_trace_reports
+from tests.strategies import (
+    decision_trace_records,
+    decision_trace_reports,
+    decision_trace_reports_with_approvals,
+)
 
 SHA_A = "a" * 64
 SHA_B = "b" * 64
@@ -109,6 +113,16 @@ def test_encoding_is_canonical_and_deterministic(report: DecisionTraceReport) ->
     # The bytes depend on the value only, not on how the value was built.
     rebuilt = decode_decision_trace_report_from_json(data)
     assert encode_decision_trace_report_to_bytes(rebuilt) == data
+
+
+@given(decision_trace_reports_with_approvals())
+def test_approval_fields_survive_the_round_trip(report: DecisionTraceReport) -> None:
+    decoded = decode_decision_trace_report_from_json(encode_decision_trace_report_to_bytes(report))
+    assert decoded == report
+    assert decoded.per_approval_outcome_counts == report.per_approval_outcome_counts
+    assert decoded.unresolved_pending_decision_ids == report.unresolved_pending_decision_ids
+    pending = {r.decision_id for r in report.records if r.decision_kind == "pending"}
+    assert set(report.unresolved_pending_decision_ids) <= pending
 
 
 def test_non_ascii_is_kept_as_utf8() -> None:

@@ -15,8 +15,17 @@ from pathlib import Path
 from typing import Any
 
 from audit import McapAuditSink, read_run
-from runtime import Approval, Gate, MemoryApprovalStore, Policy, Resolution, check_resolution
+from runtime import (
+    Approval,
+    Gate,
+    MemoryApprovalStore,
+    Policy,
+    Resolution,
+    canonical_bytes,
+    check_resolution,
+)
 from runtime.testing import ManualClock
+from tests.audit.mcap_tools import rewrite_mcap
 from tests.e2e.test_cli import ghost
 from tests.runtime.approvals import APPROVAL_POLICY, S, refund, search
 
@@ -106,6 +115,18 @@ def test_a_pending_approval_survives_a_restart_and_lands_in_the_new_run(tmp_path
         "rejected": 1,
     }
     assert second_report["unresolved_pending_decision_ids"] == []
+
+    # An approval edited to claim its decision is in this run is named by verify.
+    def claim_this_run(topic: str, data: bytes) -> bytes:
+        if topic != "/approvals":
+            return data
+        return canonical_bytes({**json.loads(data), "decision_run_id": second_run_id})
+
+    edited = tmp_path / "edited.mcap"
+    rewrite_mcap(second_path, edited, claim_this_run)
+    result = ghost("verify", "--mcap", edited, cwd=tmp_path)
+    assert result.returncode == 3
+    assert b"its decision_run_id names this run" in result.stdout
 
 
 def test_threads_and_tasks_share_one_gate_one_sink_one_store(tmp_path: Path) -> None:

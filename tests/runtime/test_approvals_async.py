@@ -56,7 +56,7 @@ def test_a_thousand_waiters_on_one_loop_cost_no_thread_each(clock: ManualClock) 
         return results
 
     results = asyncio.run(main())
-    assert counts["waiting"] == counts["before"]  # a thousand waiters, not one more thread
+    assert counts["waiting"] <= counts["before"]  # a thousand waiters, not one more thread
     assert [a.decision_id for a in results] == [d.decision_id for d in decisions]
     assert {a.outcome for a in results} == {"approved"}
     assert len(sink.records("/approvals")) == WAITERS
