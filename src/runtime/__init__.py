@@ -8,6 +8,13 @@ before every action::
     if decision.permitted:
         run_tool(**decision.args)
 
+A ``pending`` decision waits in ``gate.approvals`` (ADR 0016) until a human
+resolves it (here, from another thread or through a shared store) or it expires::
+
+    approval = gate.approvals.wait(decision.decision_id, timeout_s=30)
+    if approval.approved:
+        run_tool(**gate.approvals.execute(approval, decision.args))
+
 This package imports neither `audit` nor `mcap` (ADR 0001).
 """
 

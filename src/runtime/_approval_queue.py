@@ -494,6 +494,8 @@ class ApprovalQueue:
             )
             with self._cond:
                 self._approvals[decision_id] = approval
+                # Its wait is measured; the cached approval now stops a second record.
+                self._known.pop(decision_id, None)
                 woken = self._async_waiters.pop(decision_id, [])
                 self._cond.notify_all()
         try:
