@@ -14,19 +14,33 @@ lists approvers -- the intersection of their lists.
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any, Final
 
 from runtime._approval_store import Outcome, PendingApproval, Resolution
+from runtime._errors import ApprovalError
+from runtime._recorded import type_name
 from runtime._rule import Rule
 from runtime._verdict import RuntimeVerdict
 
-__all__ = ["Approval", "ApprovalTerms", "approval_record", "approval_terms"]
+__all__ = [
+    "Approval",
+    "ApprovalTerms",
+    "approval_record",
+    "approval_terms",
+    "check_decision_id",
+    "wait_limit_ns",
+]
 
 APPROVAL_SCHEMA: Final = "ghost.approval/1"
 INT64_MAX: Final = 2**63 - 1
 _NS_PER_S: Final = 1_000_000_000
+_UUID: Final = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
+# Beyond this a caller's own timeout means "until resolved or expired" (and a float
+# product would overflow): every decision expires, so such a wait still ends.
+_MAX_WAIT_S: Final = 10.0**9
 
 
 @dataclass(frozen=True, slots=True)
@@ -158,3 +172,40 @@ def approval_record(
         "policy_sha256": pending.policy_sha256,
         "expires_ns": min(INT64_MAX, max(0, pending.expires_ns)),
     }
+
+
+def check_decision_id(decision_id: object) -> None:
+    """Refuse what cannot be a decision id (every one is a lowercase UUID string).
+
+    The message never repeats a long or unprintable id: it may be anyone's text.
+
+    Raises:
+        ApprovalError: ``decision_id`` is not a UUID string.
+    """
+    if type(decision_id) is str and _UUID.fullmatch(decision_id):
+        return
+    if type(decision_id) is str and len(decision_id) <= 64 and decision_id.isprintable():
+        shown = repr(decision_id)
+    elif isinstance(decision_id, str):
+        shown = f"a {type_name(decision_id)} of {len(decision_id)} characters"
+    else:
+        shown = f"a {type_name(decision_id)}"
+    raise ApprovalError(f"no decision {shown} awaits approval: a decision id is a UUID")
+
+
+def wait_limit_ns(timeout_s: object) -> int | None:
+    """A wait's own timeout in nanoseconds, or None for "until resolved or expired".
+
+    Raises:
+        TypeError: ``timeout_s`` is not an int or float (a bool is not a number of seconds).
+        ValueError: it is NaN or negative.
+    """
+    if type(timeout_s) is bool or not isinstance(timeout_s, int | float):
+        raise TypeError(f"timeout_s must be a number of seconds, not {type_name(timeout_s)}")
+    if isinstance(timeout_s, float) and math.isnan(timeout_s):
+        raise ValueError("timeout_s must be a non-negative number of seconds, not NaN")
+    if timeout_s < 0:
+        raise ValueError(f"timeout_s must be a non-negative number of seconds, not {timeout_s!r}")
+    if timeout_s >= _MAX_WAIT_S:  # compared before any float product: a huge int cannot overflow
+        return None
+    return int(timeout_s * _NS_PER_S)

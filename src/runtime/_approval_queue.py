@@ -34,18 +34,22 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import heapq
-import math
-import re
 import threading
 import time
 from collections.abc import Callable, Mapping
 from typing import Any, Final
 
-from runtime._approval import Approval, approval_record, final_verdict
+from runtime._approval import (
+    Approval,
+    approval_record,
+    check_decision_id,
+    final_verdict,
+    wait_limit_ns,
+)
+from runtime._approval_binding import ApprovalBinding
 from runtime._approval_store import ApprovalStore, PendingApproval, Resolution, check_resolution
-from runtime._canonical import value_sha256
 from runtime._clock import Clock
-from runtime._errors import ApprovalError, AuditError, EvaluationError
+from runtime._errors import ApprovalError, AuditError
 from runtime._logging import get_event_log
 from runtime._recorded import type_name
 from runtime._sink import AuditSink
@@ -54,10 +58,6 @@ from runtime._snapshot import Snapshotter
 __all__ = ["APPROVALS_TOPIC", "ApprovalQueue"]
 
 APPROVALS_TOPIC: Final = "/approvals"
-_UUID: Final = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
-# Beyond this a caller's own timeout means "until resolved or expired" (and a float
-# product would overflow): every decision expires, so such a wait still ends.
-_MAX_WAIT_S: Final = 10.0**9
 _log = get_event_log("ghost.approvals")
 
 
@@ -107,10 +107,12 @@ class ApprovalQueue:
         self._known: dict[str, int] = {}  # decision id -> monotonic ns at the pending verdict
         self._deadlines: list[tuple[int, str]] = []  # heap of (expires_ns, decision id)
         self._approvals: dict[str, Approval] = {}  # recorded resolutions, by decision id
-        self._executed: set[str] = set()
         self._async_waiters: dict[str, list[tuple[asyncio.AbstractEventLoop, asyncio.Future[None]]]]
         self._async_waiters = {}
         self._next_poll_ns = 0
+        self._binding = ApprovalBinding(
+            store=store, clock=clock, policy_sha256=policy_sha256, snapshotter=snapshotter
+        )
         self._async_sweeping = False  # an async waiter's sweep is running in a worker thread
         # A restart: what waited in the store, and what was resolved but never logged.
         for pending in store.pending():
@@ -205,7 +207,7 @@ class ApprovalQueue:
             AuditError: the resolution could not be recorded (it is kept in the
                 store and recorded by a later sweep; the action must not run now).
         """
-        _check_id(decision_id)
+        check_decision_id(decision_id)
         if type(approved) is not bool:
             raise TypeError(f"approved must be True or False, not {type_name(approved)}")
         if type(approver) is not str:
@@ -252,8 +254,8 @@ class ApprovalQueue:
             TypeError, ValueError: ``timeout_s`` is not a number, is NaN or negative.
             AuditError: the resolution could not be recorded.
         """
-        limit_ns = _limit_ns(timeout_s)
-        _check_id(decision_id)
+        limit_ns = wait_limit_ns(timeout_s)
+        check_decision_id(decision_id)
         started = time.monotonic_ns()
         pending, _ = self._store.get(decision_id)
         self._adopt(pending)
@@ -278,8 +280,8 @@ class ApprovalQueue:
         Raises:
             as `wait`.
         """
-        limit_ns = _limit_ns(timeout_s)
-        _check_id(decision_id)
+        limit_ns = wait_limit_ns(timeout_s)
+        check_decision_id(decision_id)
         started = time.monotonic_ns()
         loop = asyncio.get_running_loop()
         pending, _ = self._store.get(decision_id)
@@ -327,47 +329,7 @@ class ApprovalQueue:
         Raises:
             ApprovalError: any of the above does not hold; nothing may run.
         """
-        if type(approval) is not Approval:
-            raise ApprovalError(f"execute takes an Approval, not {type_name(approval)}")
-        decision_id = approval.decision_id
-        if approval.outcome != "approved":
-            raise ApprovalError(
-                f"decision {decision_id} was {approval.outcome}, not approved: it must not run"
-            )
-        if approval.policy_sha256 != self._policy_sha256:
-            raise ApprovalError(
-                f"decision {decision_id} was approved under policy {approval.policy_sha256},"
-                f" but the gate now runs {self._policy_sha256}: it needs a new decision"
-            )
-        pending, resolution = self._store.get(decision_id)
-        if (
-            resolution is None
-            or resolution.outcome != "approved"
-            or pending.executed_args_sha256 != approval.executed_args_sha256
-            or pending.policy_sha256 != approval.policy_sha256
-            or pending.decision_sha256 != approval.decision_sha256
-        ):
-            raise ApprovalError(
-                f"the approval of decision {decision_id} does not match what the store holds"
-            )
-        if self._clock.time_ns() >= pending.expires_ns:
-            raise ApprovalError(f"the approval of decision {decision_id} has expired")
-        try:
-            snapshot = self._snapshotter.take("agent", "verb", "resource", args)
-        except EvaluationError as exc:
-            raise ApprovalError(
-                f"the arguments for decision {decision_id} cannot be checked: {exc}"
-            ) from None
-        if value_sha256(snapshot.args) != pending.executed_args_sha256:
-            raise ApprovalError(
-                f"the arguments differ from those approved for decision {decision_id}:"
-                " different arguments need a new decision"
-            )
-        with self._cond:
-            if decision_id in self._executed:
-                raise ApprovalError(f"the approval of decision {decision_id} was already executed")
-            self._executed.add(decision_id)
-        return snapshot.args
+        return self._binding.execute(approval, args)
 
     # -- machinery ------------------------------------------------------------------------
 
@@ -547,26 +509,3 @@ class ApprovalQueue:
 def _wake(waiter: asyncio.Future[None]) -> None:
     if not waiter.done():
         waiter.set_result(None)
-
-
-def _check_id(decision_id: object) -> None:
-    if type(decision_id) is not str or not _UUID.fullmatch(decision_id):
-        shown = (
-            repr(decision_id)
-            if type(decision_id) is str and len(decision_id) <= 64 and decision_id.isprintable()
-            else f"a {type_name(decision_id)}"
-            + (f" of {len(decision_id)} characters" if isinstance(decision_id, str) else "")
-        )
-        raise ApprovalError(f"no decision {shown} awaits approval: a decision id is a UUID")
-
-
-def _limit_ns(timeout_s: object) -> int | None:
-    if type(timeout_s) is bool or not isinstance(timeout_s, int | float):
-        raise TypeError(f"timeout_s must be a number of seconds, not {type_name(timeout_s)}")
-    if isinstance(timeout_s, float) and math.isnan(timeout_s):
-        raise ValueError("timeout_s must be a non-negative number of seconds, not NaN")
-    if timeout_s < 0:
-        raise ValueError(f"timeout_s must be a non-negative number of seconds, not {timeout_s!r}")
-    if timeout_s >= _MAX_WAIT_S:  # compared before any float product: a huge int cannot overflow
-        return None
-    return int(timeout_s * 1_000_000_000)

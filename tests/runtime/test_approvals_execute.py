@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from audit import MemoryAuditSink
-from runtime import Approval, ApprovalError, MemoryApprovalStore, RuntimeVerdict
+from runtime import Approval, ApprovalError, Gate, MemoryApprovalStore, Policy, RuntimeVerdict
 from runtime.testing import ManualClock
 from tests.runtime.approvals import APPROVAL_POLICY, S, held, make_gate, refund
 
@@ -174,3 +174,26 @@ def test_a_policy_change_between_pending_and_execution_is_refused(clock: ManualC
     (record,) = after_sink.records("/approvals")
     assert record["decision_sha256"] == decision.decision_sha256
     assert record["decision_run_id"] == before.approvals.run_id
+
+
+def test_a_host_converter_that_raises_is_refused_without_its_message(clock: ManualClock) -> None:
+    class Opaque:
+        pass
+
+    def to_data(value: object) -> object:
+        raise RuntimeError("sk-live-secret")
+
+    store = MemoryApprovalStore()
+    gate = Gate(
+        Policy.from_dict(APPROVAL_POLICY),
+        sink=MemoryAuditSink(),
+        clock=clock,
+        approvals=store,
+        to_data=to_data,
+    )
+    decision = held(gate)
+    approval = gate.approvals.resolve(decision.decision_id, approved=True, approver="alice")
+    with pytest.raises(ApprovalError, match=r"cannot be checked \(RuntimeError\)") as caught:
+        gate.approvals.execute(approval, {"amount": Opaque()})
+    assert "sk-live-secret" not in str(caught.value)
+    assert gate.approvals.execute(approval, decision.args) == dict(decision.args)
