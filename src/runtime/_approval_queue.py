@@ -95,8 +95,6 @@ class ApprovalQueue:
         self._store = store
         self._sink = sink
         self._clock = clock
-        self._policy_sha256 = policy_sha256
-        self._snapshotter = snapshotter
         self._recorded = recorded
         self._run_id = run_id
         self._poll_ns = max(1, int(poll_s * 1_000_000_000))
@@ -109,7 +107,6 @@ class ApprovalQueue:
         self._approvals: dict[str, Approval] = {}  # recorded resolutions, by decision id
         self._async_waiters: dict[str, list[tuple[asyncio.AbstractEventLoop, asyncio.Future[None]]]]
         self._async_waiters = {}
-        self._next_poll_ns = 0
         self._binding = ApprovalBinding(
             store=store, clock=clock, policy_sha256=policy_sha256, snapshotter=snapshotter
         )
@@ -117,9 +114,10 @@ class ApprovalQueue:
         # A restart: what waited in the store, and what was resolved but never logged.
         for pending in store.pending():
             self._adopt(pending)
-        for pending, _ in store.unrecorded():
+        self._next_poll_ns = time.monotonic_ns() + self._poll_ns
+        for pending, resolution in store.unrecorded():
             self._adopt(pending)
-        self._poll(force=True)
+            self._record(pending, resolution)
 
     @property
     def store(self) -> ApprovalStore:

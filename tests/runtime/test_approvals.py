@@ -704,3 +704,26 @@ def test_a_deadline_past_int64_is_clamped_in_the_record(clock: ManualClock) -> N
     assert pending.expires_ns == 2**63 - 1
     gate.approvals.resolve(decision.decision_id, approved=True, approver="x")
     assert sink.records("/approvals")[0]["expires_ns"] == 2**63 - 1
+
+
+def test_a_gate_call_does_not_scan_the_store(clock: ManualClock) -> None:
+    # The sweep each check does is a look at the earliest deadline; the store is
+    # polled once per interval (60 s here), not once per check.
+    class CountingStore(MemoryApprovalStore):
+        scans = 0
+
+        def unrecorded(self) -> list[tuple[PendingApproval, Resolution]]:
+            CountingStore.scans += 1
+            return super().unrecorded()
+
+        def pending(self) -> list[PendingApproval]:
+            CountingStore.scans += 1
+            return super().pending()
+
+    gate, _, _ = make_gate(clock, store=CountingStore(), poll_s=60)
+    scans_at_start = CountingStore.scans
+    for index in range(300):
+        held(gate, refund(100 + index))
+        gate.check(search())
+    assert CountingStore.scans == scans_at_start
+    assert scans_at_start == 2  # what waited, and what no log holds: once, at the start
