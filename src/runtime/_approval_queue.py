@@ -153,7 +153,8 @@ class ApprovalQueue:
 
         Called by every gate call, every `wait` poll and the sink's close
         (``force``: look at the store now). A store that fails is logged and
-        left for the next sweep: nothing becomes runnable because of it.
+        left for the next sweep; a decision the store no longer knows is
+        logged and dropped. Nothing becomes runnable because of either.
 
         Raises:
             AuditError: a resolution could not be recorded (it stays in the
@@ -162,7 +163,7 @@ class ApprovalQueue:
         try:
             self._expire_due()
             self._poll(force=force)
-        except (AuditError, ApprovalError):
+        except AuditError:
             raise
         except Exception as exc:  # noqa: BLE001 - a store hiccup must not fail a gate call
             _log.warning("ghost.approval_store_failed", error=type_name(exc))
@@ -350,6 +351,12 @@ class ApprovalQueue:
                     continue
             try:
                 self._settle(decision_id)
+            except ApprovalError as exc:
+                # The store no longer knows it (or refuses it): there is nothing left to
+                # expire, and retrying on every gate call would stop the gate for good.
+                _log.warning(
+                    "ghost.approval_store_failed", decision_id=decision_id, error=type_name(exc)
+                )
             except Exception:
                 with self._cond:  # retried by the next sweep
                     heapq.heappush(self._deadlines, (now, decision_id))

@@ -727,3 +727,48 @@ def test_a_gate_call_does_not_scan_the_store(clock: ManualClock) -> None:
         gate.check(search())
     assert CountingStore.scans == scans_at_start
     assert scans_at_start == 2  # what waited, and what no log holds: once, at the start
+
+
+def test_a_decision_that_vanished_from_the_store_does_not_stop_the_gate(
+    clock: ManualClock,
+) -> None:
+    class ForgetfulStore(MemoryApprovalStore):
+        forgotten: frozenset[str] = frozenset()
+
+        def get(self, decision_id: str) -> tuple[PendingApproval, Resolution | None]:
+            if decision_id in self.forgotten:
+                raise ApprovalError(f"no decision {decision_id} awaits approval")
+            return super().get(decision_id)
+
+    store = ForgetfulStore()
+    gate, sink, _ = make_gate(clock, store=store)
+    decision = held(gate)
+    other = held(gate, refund(300))
+    store.forgotten = frozenset({decision.decision_id})  # an operator deleted its row
+    clock.advance(600 * S)
+    for _ in range(3):
+        assert gate.check(search()).verdict == "allow"
+    # The other one, still known, expired as usual.
+    assert [r["decision_id"] for r in sink.records("/approvals")] == [other.decision_id]
+
+
+def test_a_store_that_fails_while_expiring_is_retried_by_the_next_sweep(
+    clock: ManualClock,
+) -> None:
+    class FlakyStore(MemoryApprovalStore):
+        failures = 1
+
+        def resolve(self, resolution: Resolution) -> Resolution:
+            if self.failures:
+                self.failures -= 1
+                raise RuntimeError("database is locked")
+            return super().resolve(resolution)
+
+    gate, sink, _ = make_gate(clock, store=FlakyStore())
+    decision = held(gate)
+    clock.advance(600 * S)
+    assert gate.check(search()).verdict == "allow"  # the failure is logged, not raised
+    assert sink.records("/approvals") == ()
+    gate.check(search())
+    (record,) = sink.records("/approvals")
+    assert (record["decision_id"], record["outcome"]) == (decision.decision_id, "expired")
