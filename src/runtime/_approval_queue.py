@@ -110,7 +110,6 @@ class ApprovalQueue:
         self._binding = ApprovalBinding(
             store=store, clock=clock, policy_sha256=policy_sha256, snapshotter=snapshotter
         )
-        self._async_sweeping = False  # an async waiter's sweep is running in a worker thread
         # A restart: what waited in the store, and what was resolved but never logged.
         for pending in store.pending():
             self._adopt(pending)
@@ -160,13 +159,10 @@ class ApprovalQueue:
             AuditError: a resolution could not be recorded (it stays in the
                 store, unrecorded, for the next sweep or run).
         """
-        try:
-            self._expire_due()
-            self._poll(force=force)
-        except AuditError:
-            raise
-        except Exception as exc:  # noqa: BLE001 - a store hiccup must not fail a gate call
-            _log.warning("ghost.approval_store_failed", error=type_name(exc))
+        now = self._clock.time_ns()
+        with self._cond:
+            due = self._pop_due(now)
+        self._sweep(due, now, lambda: self._poll(force=force))
 
     def close_hook(self) -> None:
         """What the sink calls as it closes: record due expiries and outside resolutions."""
@@ -217,9 +213,8 @@ class ApprovalQueue:
             self._record(pending, existing)
             raise ApprovalError(f"decision {decision_id} is already resolved ({existing.outcome})")
         now = self._clock.time_ns()
-        if now >= pending.expires_ns:
-            self._record(pending, self._expire(pending, now))
-            raise ApprovalError(f"decision {decision_id} has expired: it can no longer be resolved")
+        if now >= pending.expires_ns:  # record the expiry; check_resolution then refuses
+            self._record(pending, self._expire_one(pending, now))
         resolution = Resolution(decision_id, "approved" if approved else "rejected", approver, now)
         check_resolution(pending, resolution)
         try:
@@ -293,12 +288,9 @@ class ApprovalQueue:
                     return cached
                 self._async_waiters.setdefault(decision_id, []).append((loop, waiter))
             try:
-                if self._claim_sweep():
-                    try:
-                        await asyncio.to_thread(self.sweep, force=True)
-                    finally:
-                        with self._cond:
-                            self._async_sweeping = False
+                sweep = self._claim_sweep()
+                if sweep is not None:
+                    await asyncio.to_thread(sweep)
                 if self._needs_settling(pending):
                     approval = await asyncio.to_thread(self._settle, decision_id)
                     if approval is not None:
@@ -340,15 +332,27 @@ class ApprovalQueue:
             self._known[pending.decision_id] = self._clock.monotonic_ns()
             heapq.heappush(self._deadlines, (pending.expires_ns, pending.decision_id))
 
-    def _expire_due(self) -> None:
-        now = self._clock.time_ns()
-        while True:
-            with self._cond:
-                if not self._deadlines or self._deadlines[0][0] > now:
-                    return
-                _, decision_id = heapq.heappop(self._deadlines)
-                if decision_id in self._approvals:
-                    continue
+    def _sweep(self, due: list[str], now: int, poll: Callable[[], None]) -> None:
+        """Expire the ``due`` decisions, then ``poll``; log a store's failure, raise AuditError."""
+        try:
+            self._expire(due, now)
+            poll()
+        except AuditError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - a store hiccup must not fail a gate call
+            _log.warning("ghost.approval_store_failed", error=type_name(exc))
+
+    def _pop_due(self, now: int) -> list[str]:
+        """Take the decisions whose deadline is ``now`` or earlier off the heap (under _cond)."""
+        due: list[str] = []
+        while self._deadlines and self._deadlines[0][0] <= now:
+            _, decision_id = heapq.heappop(self._deadlines)
+            if decision_id not in self._approvals:
+                due.append(decision_id)
+        return due
+
+    def _expire(self, due: list[str], now: int) -> None:
+        for index, decision_id in enumerate(due):
             try:
                 self._settle(decision_id)
             except ApprovalError as exc:
@@ -358,8 +362,9 @@ class ApprovalQueue:
                     "ghost.approval_store_failed", decision_id=decision_id, error=type_name(exc)
                 )
             except Exception:
-                with self._cond:  # retried by the next sweep
-                    heapq.heappush(self._deadlines, (now, decision_id))
+                with self._cond:  # these are retried by the next sweep
+                    for left in due[index:]:
+                        heapq.heappush(self._deadlines, (now, left))
                 raise
 
     def _poll(self, *, force: bool) -> None:
@@ -368,25 +373,33 @@ class ApprovalQueue:
             if not force and real < self._next_poll_ns:
                 return
             self._next_poll_ns = real + self._poll_ns
+        self._record_unrecorded()
+
+    def _record_unrecorded(self) -> None:
+        """Record the store's resolutions that no log holds yet, of the decisions we know."""
         for pending, resolution in self._store.unrecorded():
             with self._cond:
                 ours = pending.decision_id in self._known
             if ours:
                 self._record(pending, resolution)
 
-    def _claim_sweep(self) -> bool:
-        """Whether this async waiter should sweep now (an expiry or a poll is due, and no
-        other waiter's sweep is under way): a thousand waiters start one sweep, not a thousand."""
+    def _claim_sweep(self) -> Callable[[], None] | None:
+        """For an async waiter: the sweep due now, claimed so that no other waiter runs it.
+
+        The due deadlines are taken off the heap and the poll slot is taken here,
+        under the lock: a thousand waiters waking at once start one sweep, not a
+        thousand. Returns None when nothing is due.
+        """
         now = self._clock.time_ns()
         real = time.monotonic_ns()
         with self._cond:
-            if self._async_sweeping:
-                return False
-            due = bool(self._deadlines) and self._deadlines[0][0] <= now
-            if not due and real < self._next_poll_ns:
-                return False
-            self._async_sweeping = True
-            return True
+            due = self._pop_due(now)
+            poll = real >= self._next_poll_ns
+            if poll:
+                self._next_poll_ns = real + self._poll_ns
+        if not due and not poll:
+            return None
+        return lambda: self._sweep(due, now, self._record_unrecorded if poll else _nothing)
 
     def _needs_settling(self, pending: PendingApproval) -> bool:
         """Whether the decision is resolved in the store or past its deadline (async poll)."""
@@ -406,12 +419,12 @@ class ApprovalQueue:
             now = self._clock.time_ns()
             if now < pending.expires_ns:
                 return None
-            resolution = self._expire(pending, now)
+            resolution = self._expire_one(pending, now)
         return self._record(pending, resolution)
 
-    def _expire(self, pending: PendingApproval, now: int) -> Resolution:
+    def _expire_one(self, pending: PendingApproval, now: int) -> Resolution:
+        # At or after the deadline, so check_resolution accepts it by construction.
         resolution = Resolution(pending.decision_id, "expired", None, max(now, pending.expires_ns))
-        check_resolution(pending, resolution)
         try:
             return self._store.resolve(resolution)
         except ApprovalError:
@@ -509,6 +522,10 @@ class ApprovalQueue:
                 return
             if not waiters:
                 del self._async_waiters[decision_id]
+
+
+def _nothing() -> None:
+    return None
 
 
 def _wake(waiter: asyncio.Future[None]) -> None:

@@ -218,7 +218,7 @@ def test_hostile_ids_are_refused_without_being_echoed(clock: ManualClock, bad_id
         lambda: gate.approvals.resolve(bad_id, approved=True, approver="alice"),
         lambda: gate.approvals.wait(bad_id, timeout_s=0),
     ):
-        with pytest.raises(ApprovalError) as caught:
+        with pytest.raises(ApprovalError, match="a decision id is a UUID") as caught:
             call()
         message = str(caught.value)
         assert len(message) < 200
@@ -772,3 +772,79 @@ def test_a_store_that_fails_while_expiring_is_retried_by_the_next_sweep(
     gate.check(search())
     (record,) = sink.records("/approvals")
     assert (record["decision_id"], record["outcome"]) == (decision.decision_id, "expired")
+
+
+# --- what a new queue picks up, and races ----------------------------------------------------
+
+
+def test_a_new_queue_expires_what_waited_in_the_store_at_its_next_check(
+    clock: ManualClock,
+) -> None:
+    store = MemoryApprovalStore()
+    first, _, _ = make_gate(clock, store=store)
+    decision = held(first)
+    second, sink, _ = make_gate(clock, store=store)  # a restart over the same store
+    clock.advance(600 * S)
+    second.check(search())  # no wait, no resolve: the new queue knew it from the start
+    (record,) = sink.records("/approvals")
+    assert (record["decision_id"], record["outcome"]) == (decision.decision_id, "expired")
+
+
+def test_resolving_what_another_process_resolved_records_it_then_refuses(
+    clock: ManualClock,
+) -> None:
+    gate, sink, store = make_gate(clock, poll_s=60)  # no poll would see it in time
+    decision = held(gate)
+    store.resolve(Resolution(decision.decision_id, "approved", "bob", clock.time_ns()))
+    with pytest.raises(ApprovalError, match=r"already resolved \(approved\)"):
+        gate.approvals.resolve(decision.decision_id, approved=False, approver="alice")
+    (record,) = sink.records("/approvals")
+    assert (record["outcome"], record["approver"]) == ("approved", "bob")
+
+
+def test_an_expiry_that_loses_the_race_records_the_resolution_that_won(
+    clock: ManualClock,
+) -> None:
+    class RacingStore(MemoryApprovalStore):
+        def resolve(self, resolution: Resolution) -> Resolution:
+            if resolution.outcome == "expired":  # a human got in just before the clock
+                human = Resolution(
+                    resolution.decision_id, "rejected", "bob", resolution.resolved_ns
+                )
+                super().resolve(human)
+            return super().resolve(resolution)
+
+    gate, sink, _ = make_gate(clock, store=RacingStore())
+    decision = held(gate)
+    clock.advance(600 * S)
+    approval = gate.approvals.wait(decision.decision_id, timeout_s=0)
+    assert (approval.outcome, approval.approver) == ("rejected", "bob")
+    assert [r["outcome"] for r in sink.records("/approvals")] == ["rejected"]
+
+
+def test_an_expiry_the_store_refuses_for_no_reason_is_not_recorded(clock: ManualClock) -> None:
+    class RefusingStore(MemoryApprovalStore):
+        def resolve(self, resolution: Resolution) -> Resolution:
+            raise ApprovalError("refused")
+
+    gate, sink, _ = make_gate(clock, store=RefusingStore())
+    decision = held(gate)
+    clock.advance(600 * S)
+    with pytest.raises(ApprovalError, match="refused"):
+        gate.approvals.wait(decision.decision_id, timeout_s=0)
+    assert sink.records("/approvals") == ()
+
+
+# --- a wait's own timeout, in nanoseconds ----------------------------------------------------
+
+
+def test_wait_limits_convert_seconds_exactly() -> None:
+    from runtime._approval import wait_limit_ns
+
+    assert wait_limit_ns(0) == 0
+    assert wait_limit_ns(1) == 1_000_000_000
+    assert wait_limit_ns(1.5) == 1_500_000_000
+    assert wait_limit_ns(0.000_000_001) == 1
+    assert wait_limit_ns(999_999_999) == 999_999_999_000_000_000
+    assert wait_limit_ns(10**9) is None
+    assert wait_limit_ns(math.inf) is None

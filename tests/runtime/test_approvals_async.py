@@ -93,6 +93,7 @@ def test_wait_async_raises_timeout_error_and_the_decision_stays_pending(
             asyncio.run(gate.approvals.wait_async(decision.decision_id, timeout))
     assert sink.records("/approvals") == ()
     assert [p.decision_id for p in gate.approvals.pending()] == [decision.decision_id]
+    assert gate.approvals._async_waiters == {}  # a waiter that gave up is forgotten
 
 
 def test_wait_async_sees_a_resolution_made_through_the_store(clock: ManualClock) -> None:
@@ -166,6 +167,7 @@ def test_a_cancelled_waiter_leaves_the_decision_resolvable(clock: ManualClock) -
             await waiter
 
     asyncio.run(main())
+    assert gate.approvals._async_waiters == {}  # the cancelled waiter left nothing behind
     approval = gate.approvals.resolve(decision.decision_id, approved=True, approver="alice")
     assert approval.outcome == "approved"
 
@@ -184,7 +186,7 @@ def test_wait_async_refuses_bad_timeouts(clock: ManualClock, timeout: Any, error
 @pytest.mark.parametrize("bad_id", [None, 7, "x" * 100_000, "\x00"])
 def test_wait_async_refuses_bad_ids(clock: ManualClock, bad_id: Any) -> None:
     gate, _, _ = make_gate(clock)
-    with pytest.raises(ApprovalError, match="awaits approval"):
+    with pytest.raises(ApprovalError, match="a decision id is a UUID"):
         asyncio.run(gate.approvals.wait_async(bad_id, 1))
 
 
@@ -214,6 +216,7 @@ def test_many_async_waiters_share_one_poll_of_the_store(clock: ManualClock) -> N
         await asyncio.sleep(0.1)  # every waiter wakes to look at the store several times
         gets, polls = CountingStore.gets, CountingStore.polls
         assert gets >= len(decisions)
+        assert polls >= 2  # the waiters do poll, once per interval
         # One sweep per poll interval for all of them, not one per waiter per wake-up.
         assert polls * 20 <= gets
         clock.advance(600 * S)

@@ -127,7 +127,10 @@ def test_a_forged_approval_is_refused(clock: ManualClock, field: str) -> None:
     else:
         forged = dataclasses.replace(approval, **{field: "f" * 64})
         args = decision.args
-    with pytest.raises(ApprovalError):
+    expected = (
+        "needs a new decision" if field == "policy_sha256" else "does not match what the store"
+    )
+    with pytest.raises(ApprovalError, match=expected):
         gate.approvals.execute(forged, args)
     assert gate.approvals.execute(approval, decision.args) == dict(decision.args)
 
