@@ -848,3 +848,85 @@ def test_wait_limits_convert_seconds_exactly() -> None:
     assert wait_limit_ns(999_999_999) == 999_999_999_000_000_000
     assert wait_limit_ns(10**9) is None
     assert wait_limit_ns(math.inf) is None
+
+
+def test_a_timeout_past_int64_is_clamped_to_exactly_int64() -> None:
+    from runtime._approval import approval_terms
+
+    assert approval_terms([_rule("a", 1e300, None)]).timeout_ns == 2**63 - 1
+    assert approval_terms([_rule("a", 9.3e9, None)]).timeout_ns == 2**63 - 1
+    assert approval_terms([_rule("a", 9.2e9, None)]).timeout_ns == 9_200_000_000_000_000_000
+
+
+def test_terms_are_a_frozen_value() -> None:
+    from runtime._approval import ApprovalTerms
+
+    terms = ApprovalTerms(timeout_ns=1, approvers=None)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        terms.timeout_ns = 2  # type: ignore[misc]
+    assert not hasattr(terms, "__dict__")
+
+
+@pytest.mark.parametrize(("given", "recorded"), [(-5, 0), (0, 0), (1, 1), (2**64, 2**63 - 1)])
+def test_an_approval_record_holds_its_integers_within_the_schemas_range(
+    given: int, recorded: int
+) -> None:
+    from runtime._approval import approval_record
+
+    pending = PendingApproval(
+        decision_id="019b76da-a800-7181-bd31-8a3bc654f83f",
+        decision_sha256="a" * 64,
+        run_id=None,
+        agent="a",
+        verb="v",
+        resource="r",
+        reason="held",
+        matched_policy="rule",
+        held_verdict=RuntimeVerdict.ALLOW,
+        executed_args_sha256="b" * 64,
+        policy_sha256="c" * 64,
+        approvers=None,
+        created_ns=min(given, -10),
+        expires_ns=given,
+    )
+    record = approval_record(
+        pending,
+        Resolution(pending.decision_id, "expired", None, given),
+        approver=None,
+        wait_ns=given,
+        run_id=None,
+    )
+    assert record["stamp_ns"] == record["wait_ns"] == record["expires_ns"] == recorded
+    assert record["final_verdict"] == "deny"
+    assert record["decision_run_id"] is None
+
+
+def test_an_approval_record_names_the_decisions_run_only_when_it_is_another() -> None:
+    from runtime._approval import approval_record
+
+    pending = PendingApproval(
+        decision_id="019b76da-a800-7181-bd31-8a3bc654f83f",
+        decision_sha256="a" * 64,
+        run_id="019b76da-a800-7181-bd31-000000000001",
+        agent="a",
+        verb="v",
+        resource="r",
+        reason="held",
+        matched_policy="rule",
+        held_verdict=RuntimeVerdict.SCRUB,
+        executed_args_sha256="b" * 64,
+        policy_sha256="c" * 64,
+        approvers=("x",),
+        created_ns=1,
+        expires_ns=2,
+    )
+    resolution = Resolution(pending.decision_id, "approved", "x", 1)
+
+    def run_of(run_id: str | None) -> object:
+        record = approval_record(pending, resolution, approver="x", wait_ns=0, run_id=run_id)
+        assert record["final_verdict"] == "scrub"
+        return record["decision_run_id"]
+
+    assert run_of(pending.run_id) is None
+    assert run_of("019b76da-a800-7181-bd31-000000000002") == pending.run_id
+    assert run_of(None) == pending.run_id
