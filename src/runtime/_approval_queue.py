@@ -34,6 +34,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import heapq
+import math
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -97,7 +98,7 @@ class ApprovalQueue:
         self._clock = clock
         self._recorded = recorded
         self._run_id = run_id
-        self._poll_ns = max(1, int(poll_s * 1_000_000_000))
+        self._poll_ns = math.ceil(poll_s * 1_000_000_000)  # the gate admits 0 < poll_s <= 60
         self._poll_s = poll_s
         self._cond = threading.Condition(threading.Lock())
         self._record_lock = threading.Lock()
@@ -437,13 +438,14 @@ class ApprovalQueue:
         """Write the ``/approvals`` record of a resolution once; return its `Approval`."""
         decision_id = pending.decision_id
         with self._record_lock:
+            now_ns = self._clock.monotonic_ns()
             with self._cond:
                 cached = self._approvals.get(decision_id)
-                started = self._known.get(decision_id)
+                # Every path here adopts the decision first; unknown, it waited for nobody here.
+                started = self._known.get(decision_id, now_ns)
             if cached is not None:
                 return cached
-            now_ns = self._clock.monotonic_ns()
-            wait_ns = 0 if started is None else max(0, now_ns - started)
+            wait_ns = now_ns - started  # approval_record clamps a clock that went wrong
             approver = None if resolution.approver is None else self._recorded(resolution.approver)
             record = approval_record(
                 pending, resolution, approver=approver, wait_ns=wait_ns, run_id=self._run_id

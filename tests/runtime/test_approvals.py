@@ -930,3 +930,18 @@ def test_an_approval_record_names_the_decisions_run_only_when_it_is_another() ->
     assert run_of(pending.run_id) is None
     assert run_of("019b76da-a800-7181-bd31-000000000002") == pending.run_id
     assert run_of(None) == pending.run_id
+
+
+def test_a_resolver_that_loses_the_stores_race_records_the_winner(clock: ManualClock) -> None:
+    class RacingStore(MemoryApprovalStore):
+        def resolve(self, resolution: Resolution) -> Resolution:
+            if resolution.approver == "alice":  # bob's CLI got there first
+                super().resolve(dataclasses.replace(resolution, outcome="rejected", approver="bob"))
+            return super().resolve(resolution)
+
+    gate, sink, _ = make_gate(clock, store=RacingStore())
+    decision = held(gate)
+    with pytest.raises(ApprovalError, match=r"already resolved \(rejected\)"):
+        gate.approvals.resolve(decision.decision_id, approved=True, approver="alice")
+    (record,) = sink.records("/approvals")
+    assert (record["outcome"], record["approver"]) == ("rejected", "bob")

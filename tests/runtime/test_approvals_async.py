@@ -223,3 +223,52 @@ def test_many_async_waiters_share_one_poll_of_the_store(clock: ManualClock) -> N
         await asyncio.gather(*tasks)
 
     asyncio.run(main())
+
+
+def test_wait_async_measures_a_decision_of_another_gate_from_when_it_began_waiting(
+    clock: ManualClock,
+) -> None:
+    store = MemoryApprovalStore()
+    first, _, _ = make_gate(clock, store=store)
+    second, sink, _ = make_gate(clock, store=store, poll_s=0.01)
+    decision = held(first)
+    clock.advance(4 * S)  # before the second gate looks: not part of its wait
+
+    async def main() -> Approval:
+        waiter = asyncio.create_task(second.approvals.wait_async(decision.decision_id, 60))
+        await asyncio.sleep(0.02)
+        clock.advance(5 * S)
+        store.resolve(Resolution(decision.decision_id, "approved", "alice", clock.time_ns()))
+        return await waiter
+
+    approval = asyncio.run(main())
+    assert approval.wait_ns == 5 * S
+    assert sink.records("/approvals")[0]["wait_ns"] == 5 * S
+
+
+def test_an_async_waiter_records_a_due_expiry_without_polling_the_store(
+    clock: ManualClock,
+) -> None:
+    class CountingStore(MemoryApprovalStore):
+        polls = 0
+
+        def unrecorded(self) -> list[tuple[PendingApproval, Resolution]]:
+            CountingStore.polls += 1
+            return super().unrecorded()
+
+    gate, sink, _ = make_gate(clock, store=CountingStore(), poll_s=60)
+    waiting = held(gate, refund(100))  # 600 s
+    short = held(gate, refund(5000))  # 60 s
+    polls_at_start = CountingStore.polls
+
+    async def main() -> None:
+        waiter = asyncio.create_task(gate.approvals.wait_async(waiting.decision_id, 0.2))
+        await asyncio.sleep(0.01)
+        clock.advance(60 * S)
+        with pytest.raises(TimeoutError):
+            await waiter
+
+    asyncio.run(main())
+    (record,) = sink.records("/approvals")
+    assert (record["decision_id"], record["outcome"]) == (short.decision_id, "expired")
+    assert CountingStore.polls == polls_at_start  # the poll was not due: only the expiry was
