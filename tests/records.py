@@ -97,6 +97,8 @@ def approval(
         "final_verdict": "allow",
         "executed_args_sha256": "b" * 64,
         "policy_sha256": "a" * 64,
+        "decision_run_id": None,
+        "expires_ns": stamp_ns + 600_000_000_000,
     }
     record.update(changes)
     return record

@@ -544,3 +544,26 @@ SCANNER_FRAGMENTS: tuple[str, ...] = (
 def scanner_texts(*, max_fragments: int = 8) -> st.SearchStrategy[str]:
     """Concatenations of `SCANNER_FRAGMENTS`: text dense in near-secrets and glue."""
     return st.lists(st.sampled_from(SCANNER_FRAGMENTS), max_size=max_fragments).map("".join)
+
+
+# --- analysis: decision trace reports with approvals (issue 7) -------------------------------
+
+
+@st.composite
+def decision_trace_reports_with_approvals(draw: st.DrawFn) -> DecisionTraceReport:
+    """A `DecisionTraceReport` whose approval counts and unresolved list are drawn too."""
+    report = draw(decision_trace_reports())
+    ids = [record.decision_id for record in report.records]
+    resolved = draw(st.lists(st.sampled_from(ids), max_size=len(ids))) if ids else []
+    return DecisionTraceReport.from_records(
+        report.records,
+        source_mcap_sha256=report.source_mcap_sha256,
+        duplicate_assessment_count=report.duplicate_assessment_count,
+        truncated=report.truncated,
+        sealed=draw(st.booleans()),
+        approval_outcomes=draw(
+            st.lists(st.sampled_from(("approved", "rejected", "expired")), max_size=6)
+        ),
+        resolved_decision_ids=resolved,
+        problems=report.problems,
+    )

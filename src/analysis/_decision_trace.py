@@ -12,6 +12,10 @@ bytes in the file:
    ``decision_id`` is ``assessment_missing``; otherwise the assessment's
    content address (SHA-256 of its message bytes as stored) is compared with
    the claim: equal is ``verified``, different is ``broken``.
+3. Approvals (``/approvals``) are counted by outcome; a ``pending`` decision
+   that no approval of this run resolves (``decision_run_id`` null) is listed
+   as unresolved. An approval of a decision of an earlier run is counted, and
+   resolves nothing here.
 
 A record that cannot be read (not JSON, wrong schema, a missing or mistyped
 field) is left out of the counts and named in ``report.problems``; a record
@@ -33,6 +37,7 @@ from analysis._json_types import json_type_name
 from analysis._run_facts import is_sealed
 from analysis._trace_model import (
     ANALYSIS_VERSION,
+    APPROVAL_OUTCOMES,
     ChainStatus,
     DecisionTraceRecord,
     DecisionTraceReport,
@@ -48,8 +53,10 @@ __all__ = ["build_decision_trace_report", "trace_run", "verify_decision_chain"]
 
 ASSESSMENTS_TOPIC: Final = "/assessments"
 DECISIONS_TOPIC: Final = "/decisions"
+APPROVALS_TOPIC: Final = "/approvals"
 ASSESSMENT_SCHEMA: Final = "ghost.assessment/1"
 DECISION_SCHEMA: Final = "ghost.decision/1"
+APPROVAL_SCHEMA: Final = "ghost.approval/1"
 
 _VERDICT_VALUES: Final = frozenset(verdict.value for verdict in RuntimeVerdict)
 _VERDICTS: Final = ", ".join(verdict.value for verdict in RuntimeVerdict)
@@ -106,6 +113,8 @@ def trace_run(run: RunLog) -> DecisionTraceReport:
     assessment_sha256_by_decision: dict[str, str] = {}
     duplicate_assessments = 0
     decisions: list[_LoggedDecision] = []
+    outcomes: list[str] = []
+    resolved: set[str] = set()
     problems: list[str] = list(run.problems)
 
     for logged in run.records:
@@ -127,6 +136,16 @@ def trace_run(run: RunLog) -> DecisionTraceReport:
                 problems.append(_describe(logged, str(exc)))
                 continue
             problems.extend(_schema_notes(logged))
+        elif logged.topic == APPROVALS_TOPIC:
+            try:
+                decision_id, outcome, same_run = _read_approval(logged)
+            except _UnreadableRecordError as exc:
+                problems.append(_describe(logged, str(exc)))
+                continue
+            problems.extend(_schema_notes(logged))
+            outcomes.append(outcome)
+            if same_run:
+                resolved.add(decision_id)
 
     records = tuple(
         _pair(decision, assessment_sha256_by_decision.get(decision.decision_id))
@@ -138,6 +157,8 @@ def trace_run(run: RunLog) -> DecisionTraceReport:
         duplicate_assessment_count=duplicate_assessments,
         truncated=run.truncated,
         sealed=is_sealed(run.records, TOPICS),
+        approval_outcomes=outcomes,
+        resolved_decision_ids=resolved,
         problems=problems,
     )
 
@@ -272,6 +293,18 @@ def _read_decision(logged: LoggedRecord) -> _LoggedDecision:
         trace_id=_text(record, "trace_id"),
         latency_ns=_integer(record, "latency_ns"),
     )
+
+
+def _read_approval(logged: LoggedRecord) -> tuple[str, str, bool]:
+    """An approval's decision id, outcome, and whether its decision is in this run."""
+    record = _checked_record(logged, APPROVAL_SCHEMA)
+    outcome = _text(record, "outcome")
+    if outcome not in APPROVAL_OUTCOMES:
+        raise _UnreadableRecordError(
+            f"its outcome {outcome!r} is not one of {', '.join(APPROVAL_OUTCOMES)}"
+        )
+    decision_id = _text(record, "decision_id")
+    return decision_id, outcome, _optional_text(record, "decision_run_id") is None
 
 
 def _field(record: Mapping[str, Any], name: str) -> object:

@@ -3,9 +3,12 @@
 No network and no model: three agents (researcher, support, analyst) work
 through a fixed script of tool calls against in-process fake tools. Each call
 goes through `Gate.check` first and runs only with ``decision.args`` when the
-verdict permits it; ``pending`` calls are held for a human (the demo does not
-approve them); ``deny`` calls never run. Some calls arrive with a W3C
-``traceparent`` (one of them malformed) to show how trace context is recorded.
+verdict permits it; ``deny`` calls never run. ``pending`` calls are held for a
+human: the script has alice approve one refund (which then runs, after
+`gate.approvals.execute` checked its arguments), bob reject another, and the
+treasury miss a wire transfer whose approval times out (recorded as expired).
+Some calls arrive with a W3C ``traceparent`` (one of them malformed) to show
+how trace context is recorded.
 
 The run is then read back from the MCAP file and its decision trace report is
 printed, so what is shown is what was logged.
@@ -30,7 +33,7 @@ from analysis._decision_trace import build_decision_trace_report
 from analysis._trace_json import encode_decision_trace_report_to_bytes
 from analysis._trace_model import DecisionTraceReport
 from audit import McapAuditSink
-from runtime import Action, Gate, Policy, RuntimeVerdict, loads_strict
+from runtime import Action, Decision, Gate, Policy, RuntimeVerdict, loads_strict
 
 __all__ = ["SCRIPT", "ScriptedCall", "demo_policy_path", "run_demo"]
 
@@ -46,16 +49,29 @@ _MALFORMED = "00-4BF92F3577B34DA6A3CE929D0E0E4736-00F067AA0BA902B7-01"  # upperc
 
 @dataclass(frozen=True, slots=True)
 class ScriptedCall:
-    """One step of the scripted agent: an action and, optionally, its incoming header."""
+    """One step of the scripted agent: an action, optionally its incoming header and a human.
+
+    Attributes:
+        action: what the agent asks to do.
+        traceparent: the incoming W3C header, if any.
+        human: for a held call, what the scripted human does: ``("approve", name)``,
+            ``("reject", name)`` or ``("ignore", None)`` (it waits until it expires).
+    """
 
     action: Action
     traceparent: str | None = None
+    human: tuple[str, str | None] | None = None
 
 
 def _call(
-    agent: str, verb: str, resource: str, traceparent: str | None = None, **args: Any
+    agent: str,
+    verb: str,
+    resource: str,
+    traceparent: str | None = None,
+    human: tuple[str, str | None] | None = None,
+    **args: Any,
 ) -> ScriptedCall:
-    return ScriptedCall(Action(agent, verb, resource, args), traceparent)
+    return ScriptedCall(Action(agent, verb, resource, args), traceparent, human)
 
 
 # A fake but realistic day at a support desk. The values that look like secrets
@@ -127,8 +143,33 @@ SCRIPT: tuple[ScriptedCall, ...] = (
     ),
     _call("support", "refund", "payments:stripe", amount=20, currency="EUR", order="A-1001"),
     _call("support", "refund", "payments:stripe", amount=35, currency="EUR", order="A-1002"),
-    _call("support", "refund", "payments:stripe", amount=480, currency="EUR", order="A-1003"),
-    _call("support", "refund", "payments:stripe", amount=1200, currency="EUR", order="A-1004"),
+    _call(
+        "support",
+        "refund",
+        "payments:stripe",
+        human=("approve", "alice"),
+        amount=480,
+        currency="EUR",
+        order="A-1003",
+    ),
+    _call(
+        "support",
+        "refund",
+        "payments:stripe",
+        human=("reject", "bob"),
+        amount=1200,
+        currency="EUR",
+        order="A-1004",
+    ),
+    _call(
+        "support",
+        "transfer",
+        "bank:wire",
+        human=("ignore", None),
+        amount=25000,
+        currency="EUR",
+        iban_to="DE89370400440532013000",
+    ),
     _call("support", "refund", "payments:stripe", amount="900", currency="EUR", order="A-1005"),
     _call("support", "delete", "db:customers", where="id = 4411"),
     _call(
@@ -182,7 +223,10 @@ _TOOLS: Mapping[str, Callable[[Mapping[str, Any]], str]] = {
     "query": lambda a: f"{min(int(a.get('limit', 0)), 7)} rows",
     "send": lambda a: "queued",
     "refund": lambda a: f"refunded {a.get('amount')} {a.get('currency')}",
+    "transfer": lambda a: f"wired {a.get('amount')} {a.get('currency')}",
 }
+# How long the demo's agent waits for the human it ignores: longer than the rule's timeout.
+_IGNORED_WAIT_S = 5.0
 
 
 def run_demo(out: Path, *, stream: TextIO | None = None) -> int:
@@ -246,6 +290,8 @@ def _step(gate: Gate, step: ScriptedCall, print_: TextIO) -> None:
         outcome = _TOOLS[action.verb](decision.args)
     elif decision.verdict is RuntimeVerdict.PENDING:
         outcome = f"held for a human: {decision.reason}"
+        if step.human is not None:
+            outcome += "; " + _human(gate, decision, action.verb, step.human)
     else:
         outcome = f"not run: {decision.reason}"
     print(
@@ -253,6 +299,22 @@ def _step(gate: Gate, step: ScriptedCall, print_: TextIO) -> None:
         f" {decision.matched_policy or '-':<28} {outcome}",
         file=print_,
     )
+
+
+def _human(gate: Gate, decision: Decision, verb: str, human: tuple[str, str | None]) -> str:
+    """Play the scripted human for a held call; say what came of it."""
+    what, name = human
+    if name is None:  # nobody comes: the agent waits, and the hold expires
+        approval = gate.approvals.wait(decision.decision_id, timeout_s=_IGNORED_WAIT_S)
+    else:
+        approval = gate.approvals.resolve(
+            decision.decision_id, approved=what == "approve", approver=name
+        )
+    if not approval.approved:
+        who = f" by {approval.approver}" if approval.approver else ""
+        return f"{approval.outcome}{who}: not run"
+    args = gate.approvals.execute(approval, decision.args)
+    return f"approved by {approval.approver}: {_TOOLS[verb](args)}"
 
 
 def _print_summary(
@@ -276,6 +338,9 @@ def _print_summary(
             " (monotonic, gate entry to verdict)",
             file=print_,
         )
+    outcomes = ", ".join(f"{k}={v}" for k, v in sorted(report.per_approval_outcome_counts.items()))
+    unresolved = len(report.unresolved_pending_decision_ids)
+    print(f"  approvals: {outcomes or 'none'}; pending never resolved: {unresolved}", file=print_)
     print(f"  full report: {report_path}  (ghost trace-decisions --mcap {out})", file=print_)
     print(f"  verify it:   ghost verify --mcap {out}", file=print_)
 

@@ -64,6 +64,8 @@ def encode_decision_trace_report_to_bytes(report: DecisionTraceReport) -> bytes:
         "duplicate_assessment_count": report.duplicate_assessment_count,
         "truncated": report.truncated,
         "sealed": report.sealed,
+        "per_approval_outcome_counts": dict(report.per_approval_outcome_counts),
+        "unresolved_pending_decision_ids": list(report.unresolved_pending_decision_ids),
         "problems": list(report.problems),
     }
     text = json.dumps(document, sort_keys=True, indent=2, ensure_ascii=False, allow_nan=False)
@@ -108,6 +110,7 @@ def decode_decision_trace_report_from_json(data: bytes | str) -> DecisionTraceRe
         )
     raw_records = _get(fields, "records", list, "report")
     raw_problems = _get(fields, "problems", list, "report")
+    raw_unresolved = _get(fields, "unresolved_pending_decision_ids", list, "report")
     try:
         return DecisionTraceReport(
             source_mcap_sha256=_get(fields, "source_mcap_sha256", str, "report"),
@@ -129,6 +132,11 @@ def decode_decision_trace_report_from_json(data: bytes | str) -> DecisionTraceRe
             duplicate_assessment_count=_get(fields, "duplicate_assessment_count", int, "report"),
             truncated=_get(fields, "truncated", bool, "report"),
             sealed=_get(fields, "sealed", bool, "report"),
+            per_approval_outcome_counts=_counts(fields, "per_approval_outcome_counts"),
+            unresolved_pending_decision_ids=tuple(
+                _expect(item, str, f"unresolved_pending_decision_ids[{index}]")
+                for index, item in enumerate(raw_unresolved)
+            ),
             problems=tuple(
                 _expect(item, str, f"problems[{index}]") for index, item in enumerate(raw_problems)
             ),

@@ -25,11 +25,15 @@ __all__ = [
     "FrozenCounts",
 ]
 
-ANALYSIS_VERSION: Final = 2
+ANALYSIS_VERSION: Final = 3
 """Version of the trace algorithm and report layout; bumped on any change to either.
 
 2: the report says whether the run is ``sealed``.
+3: the report counts approvals by outcome and lists pending decisions never resolved.
 """
+
+APPROVAL_OUTCOMES: Final = ("approved", "rejected", "expired")
+"""The outcomes of a ``ghost.approval/1`` record."""
 
 _SHA256_HEX: Final = re.compile(r"[0-9a-f]{64}")
 
@@ -201,11 +205,16 @@ class DecisionTraceReport:
         sealed: the run's last record is a ``/seal`` that counts and names the
             records before it, as a cleanly closed run ends (the same rule as
             `verify_run`'s; whether the run is intact is ``ghost verify``'s call).
-        problems: one sentence per decision or assessment record that could not
+        problems: one sentence per decision, assessment or approval record that could not
             be read (not JSON, wrong schema, missing or mistyped fields; left
             out of the counts), per record traced although it breaks its schema
             in a field the trace does not use, and per problem the reader
             reported (damaged chunks, foreign channels, ...).
+        per_approval_outcome_counts: readable ``/approvals`` records per outcome
+            (only outcomes that occur), approvals of decisions of an earlier run included.
+        unresolved_pending_decision_ids: the ``pending`` decisions of this run
+            that no approval in this run resolves, in stream order (still
+            waiting when the run ended -- possibly resolved in a later run).
 
     Raises:
         ValueError: the counts do not add up to ``total_decisions`` and
@@ -230,6 +239,8 @@ class DecisionTraceReport:
     truncated: bool
     sealed: bool
     problems: tuple[str, ...]
+    per_approval_outcome_counts: Mapping[str, int] = FrozenCounts()
+    unresolved_pending_decision_ids: tuple[str, ...] = ()
 
     @classmethod
     def from_records(
@@ -240,15 +251,30 @@ class DecisionTraceReport:
         duplicate_assessment_count: int = 0,
         truncated: bool = False,
         sealed: bool = False,
+        approval_outcomes: Iterable[str] = (),
+        resolved_decision_ids: Iterable[str] = (),
         problems: Iterable[str] = (),
     ) -> DecisionTraceReport:
         """Build a report whose counts and timestamps are derived from ``records``.
+
+        ``approval_outcomes`` are the outcomes of the run's approval records;
+        ``resolved_decision_ids`` the decisions of this run they resolve.
 
         Raises:
             ValueError: as the constructor (a record of another analysis version,
                 a malformed ``source_mcap_sha256``).
         """
         records = tuple(records)
+        resolved = frozenset(resolved_decision_ids)
+        # dict.fromkeys: each id once (a tampered log can repeat one), in stream order.
+        unresolved = tuple(
+            dict.fromkeys(
+                record.decision_id
+                for record in records
+                if record.decision_kind is RuntimeVerdict.PENDING
+                and record.decision_id not in resolved
+            )
+        )
         statuses = Counter(record.chain_status for record in records)
         stamps = [record.timestamp_ns for record in records]
         first = min(stamps) if stamps else None
@@ -270,6 +296,8 @@ class DecisionTraceReport:
             duplicate_assessment_count=duplicate_assessment_count,
             truncated=truncated,
             sealed=sealed,
+            per_approval_outcome_counts=Counter(approval_outcomes),
+            unresolved_pending_decision_ids=unresolved,
             problems=tuple(problems),
         )
 
@@ -277,6 +305,11 @@ class DecisionTraceReport:
         # Freeze what a caller may have passed as a dict or list, so the value is immutable.
         object.__setattr__(self, "records", tuple(self.records))
         object.__setattr__(self, "problems", tuple(self.problems))
+        object.__setattr__(
+            self, "unresolved_pending_decision_ids", tuple(self.unresolved_pending_decision_ids)
+        )
+        outcomes = FrozenCounts(self.per_approval_outcome_counts)
+        object.__setattr__(self, "per_approval_outcome_counts", outcomes)
         kinds = FrozenCounts(self.per_decision_kind_counts)
         policies = FrozenCounts(self.per_policy_id_counts)
         object.__setattr__(self, "per_decision_kind_counts", kinds)
@@ -291,6 +324,30 @@ class DecisionTraceReport:
             raise ValueError("duplicate_assessment_count must not be negative")
         self._check_counts(kinds, policies)
         self._check_timestamps()
+        self._check_approvals(outcomes)
+
+    def _check_approvals(self, outcomes: FrozenCounts) -> None:
+        unknown = sorted(set(outcomes) - set(APPROVAL_OUTCOMES))
+        if unknown:
+            raise ValueError(
+                f"per_approval_outcome_counts has {unknown[0]!r}, not one of"
+                f" {', '.join(APPROVAL_OUTCOMES)}"
+            )
+        pending = [
+            record.decision_id
+            for record in self.records
+            if record.decision_kind is RuntimeVerdict.PENDING
+        ]
+        unresolved = self.unresolved_pending_decision_ids
+        # In stream order, each once: a subsequence of the pending decisions' ids.
+        remaining = iter(pending)
+        if len(set(unresolved)) != len(unresolved) or not all(
+            any(candidate == wanted for candidate in remaining) for wanted in unresolved
+        ):
+            raise ValueError(
+                "unresolved_pending_decision_ids must be pending decisions of the report,"
+                " each once, in stream order"
+            )
 
     def _check_counts(self, kinds: FrozenCounts, policies: FrozenCounts) -> None:
         status_sum = (

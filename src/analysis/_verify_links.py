@@ -14,7 +14,11 @@ Two `RecordCheck`s (ADR 0013):
      assessment on ``policy_id``, ``policy_sha256``, ``trace_id`` and
      ``span_id``;
   3. an approval resolves a decision logged before it, names it by its
-     content address, finds it ``pending``, and is the only one for it;
+     content address, finds it ``pending``, and is the only one for it --
+     unless its ``decision_run_id`` names another run (the agent restarted
+     while the decision waited, ADR 0016): then the decision must *not* be
+     in this run, that run must not be this one, and it is still the only
+     approval for its decision id here;
   4. at the end, every assessment has its decision — except in a run a
      crash cut short, where the last ones may have been in flight.
 
@@ -68,9 +72,10 @@ class _Decided:
 class DecisionLinkCheck:
     """Assessments, decisions and approvals pair up by id and content address."""
 
-    __slots__ = ("_approved", "_decided", "_open", "_open_by_address")
+    __slots__ = ("_approved", "_decided", "_open", "_open_by_address", "_run_id")
 
     def __init__(self) -> None:
+        self._run_id: object = None  # this run's id, from its /run record
         # Assessments waiting for their decision: decision_id -> the assessment.
         self._open: dict[str, RecordFacts] = {}
         self._open_by_address: dict[str, str] = {}
@@ -83,6 +88,8 @@ class DecisionLinkCheck:
         return len(self._open)
 
     def visit(self, facts: RecordFacts) -> Iterable[RunProblem]:
+        if facts.position == 0 and facts.topic == RUN_TOPIC:
+            self._run_id = facts.field("run_id")
         if facts.decision_id is None:
             return ()  # unreadable or malformed: the json or schema check names it
         if facts.topic == ASSESSMENTS_TOPIC:
@@ -176,6 +183,9 @@ class DecisionLinkCheck:
 
     def _approval(self, facts: RecordFacts, decision_id: str) -> list[RunProblem]:
         decided = self._decided.get(decision_id)
+        other_run = facts.field("decision_run_id")
+        if other_run is not None:
+            return self._approval_of_another_run(facts, decision_id, other_run, decided)
         if decided is None:
             return [
                 facts.problem(
@@ -203,17 +213,44 @@ class DecisionLinkCheck:
                     " not 'pending'",
                 )
             )
+        problems.extend(self._only_approval(facts, decision_id))
+        return problems
+
+    def _approval_of_another_run(
+        self, facts: RecordFacts, decision_id: str, other_run: object, decided: _Decided | None
+    ) -> list[RunProblem]:
+        """An approval whose decision is in an earlier run's log: it cannot be in this one."""
+        problems: list[RunProblem] = []
+        if other_run == self._run_id:
+            problems.append(
+                facts.problem(
+                    IntegrityCheck.LINKS,
+                    "its decision_run_id names this run; an approval of a decision of this"
+                    " run says null",
+                )
+            )
+        if decided is not None:
+            problems.append(
+                facts.problem(
+                    IntegrityCheck.LINKS,
+                    f"it says its decision is in run {shown(other_run)}, but the decision is"
+                    f" logged in this run ({decided.label})",
+                )
+            )
+        problems.extend(self._only_approval(facts, decision_id))
+        return problems
+
+    def _only_approval(self, facts: RecordFacts, decision_id: str) -> list[RunProblem]:
         first = self._approved.get(decision_id)
         if first is not None:
-            problems.append(
+            return [
                 facts.problem(
                     IntegrityCheck.LINKS,
                     f"a second approval for this decision (the first is {first})",
                 )
-            )
-        else:
-            self._approved[decision_id] = facts.label
-        return problems
+            ]
+        self._approved[decision_id] = facts.label
+        return []
 
     def finish(self, end: RunEnd) -> Iterable[RunProblem]:
         if end.truncated and not end.sealed:

@@ -39,7 +39,7 @@ from __future__ import annotations
 import contextlib
 import os
 import threading
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from types import TracebackType
 from typing import IO, Any, Final
@@ -134,6 +134,7 @@ class McapAuditSink:
         self._lock = threading.Lock()
         self._run: RunStart | None = None
         self._closed = False
+        self._close_hooks: list[Callable[[], None]] = []
         # Why the sink stopped accepting records, once a write failed midway.
         self._failure: str | None = None
         # The policy whose source is attached before the /run record.
@@ -181,6 +182,25 @@ class McapAuditSink:
     def closed(self) -> bool:
         """Whether `close` has been called."""
         return self._closed
+
+    @property
+    def run_id(self) -> str | None:
+        """The id of the run this sink records (in its ``/run`` record); None before `open_run`."""
+        with self._lock:
+            return self._recorder.run_id
+
+    def on_close(self, hook: Callable[[], None]) -> None:
+        """Have `close` call ``hook`` first, before the run is sealed.
+
+        A gate registers its approval queue here, so that expiries due at
+        close are recorded in the run (SPEC §3). Hooks run in the order added,
+        outside the sink's lock (they may `append`).
+
+        Args:
+            hook: called with no arguments.
+        """
+        with self._lock:
+            self._close_hooks.append(hook)
 
     @property
     def record_count(self) -> int:
@@ -276,11 +296,35 @@ class McapAuditSink:
         When a run is open and no write has failed, the final checkpoint and
         the ``/seal`` record are written; then the MCAP summary (chunk and
         message indexes) and footer. A sink that never opened a run leaves a
-        valid MCAP file holding no records.
+        valid MCAP file holding no records. The hooks added with `on_close`
+        run first (once).
 
         Raises:
-            AuditError: the seal or the footer cannot be written.
+            AuditError: the seal or the footer cannot be written; or a close hook
+                raised (the run is sealed all the same, then this says so).
         """
+        failure = self._run_close_hooks()
+        self._seal()
+        if failure is not None:
+            raise AuditError(
+                f"a close hook failed ({type(failure).__name__}); the run was sealed without"
+                " what it would have recorded"
+            ) from failure
+
+    def _run_close_hooks(self) -> Exception | None:
+        with self._lock:
+            if self._closed:
+                return None
+            hooks, self._close_hooks = self._close_hooks, []
+        failure: Exception | None = None
+        for hook in hooks:
+            try:
+                hook()
+            except Exception as exc:  # noqa: BLE001 - the run is still sealed; close reports it
+                failure = failure or exc
+        return failure
+
+    def _seal(self) -> None:
         with self._lock:
             if self._closed:
                 return

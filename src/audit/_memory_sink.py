@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 import threading
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType, TracebackType
 from typing import Any
@@ -102,6 +102,7 @@ class MemoryAuditSink:
         self._run: RunStart | None = None
         self._entries: list[AuditEntry] = []
         self._closed = False
+        self._close_hooks: list[Callable[[], None]] = []
 
     @property
     def run(self) -> RunStart | None:
@@ -118,6 +119,25 @@ class MemoryAuditSink:
     def closed(self) -> bool:
         """Whether `close` has been called."""
         return self._closed
+
+    @property
+    def run_id(self) -> str | None:
+        """The id of the run this sink records (in its ``/run`` record); None before `open_run`."""
+        with self._lock:
+            return self._recorder.run_id
+
+    def on_close(self, hook: Callable[[], None]) -> None:
+        """Have `close` call ``hook`` first, before the run is sealed.
+
+        A gate registers its approval queue here, so that expiries due at
+        close are recorded in the run (SPEC §3). Hooks run in the order added,
+        outside the sink's lock (they may `append`).
+
+        Args:
+            hook: called with no arguments.
+        """
+        with self._lock:
+            self._close_hooks.append(hook)
 
     @property
     def head_sha256(self) -> str | None:
@@ -175,7 +195,33 @@ class MemoryAuditSink:
         return linked.sha256
 
     def close(self) -> None:
-        """Write the final checkpoint and ``/seal`` if a run is open; a second call does nothing."""
+        """Write the final checkpoint and ``/seal`` if a run is open; a second call does nothing.
+
+        The hooks added with `on_close` run first (once). If one raises, the run
+        is sealed all the same, and then `AuditError` says which hook failed.
+        """
+        failure = self._run_close_hooks()
+        self._seal()
+        if failure is not None:
+            raise AuditError(
+                f"a close hook failed ({type(failure).__name__}); the run was sealed without"
+                " what it would have recorded"
+            ) from failure
+
+    def _run_close_hooks(self) -> Exception | None:
+        with self._lock:
+            if self._closed:
+                return None
+            hooks, self._close_hooks = self._close_hooks, []
+        failure: Exception | None = None
+        for hook in hooks:
+            try:
+                hook()
+            except Exception as exc:  # noqa: BLE001 - the run is still sealed; close reports it
+                failure = failure or exc
+        return failure
+
+    def _seal(self) -> None:
         with self._lock:
             if self._closed:
                 return

@@ -181,6 +181,11 @@ _APPROVAL = _record_schema(
         "final_verdict": _FINAL_VERDICT,
         "executed_args_sha256": _SHA256_OR_NULL,
         "policy_sha256": _SHA256,
+        # The run whose log holds the decision, when it is not this run (the
+        # agent restarted while it waited); null: this run (ADR 0016).
+        "decision_run_id": {"type": ["string", "null"], "pattern": _UUID["pattern"]},
+        # The wall-clock deadline the decision was held until.
+        "expires_ns": _NS,
     },
 )
 

@@ -8,10 +8,26 @@ before every action::
     if decision.permitted:
         run_tool(**decision.args)
 
+A ``pending`` decision waits in ``gate.approvals`` (ADR 0016) until a human
+resolves it (here, from another thread or through a shared store) or it expires::
+
+    approval = gate.approvals.wait(decision.decision_id, timeout_s=30)
+    if approval.approved:
+        run_tool(**gate.approvals.execute(approval, decision.args))
+
 This package imports neither `audit` nor `mcap` (ADR 0001).
 """
 
 from runtime._action import Action, Decision
+from runtime._approval import Approval
+from runtime._approval_queue import ApprovalQueue
+from runtime._approval_store import (
+    ApprovalStore,
+    MemoryApprovalStore,
+    PendingApproval,
+    Resolution,
+    check_resolution,
+)
 from runtime._canonical import (
     StrictJSONError,
     canonical_bytes,
@@ -54,9 +70,12 @@ __all__ = [
     "Action",
     "ActionDenied",
     "AmbiguousResource",
+    "Approval",
     "ApprovalError",
     "ApprovalPending",
+    "ApprovalQueue",
     "ApprovalSpec",
+    "ApprovalStore",
     "AuditError",
     "AuditSink",
     "CanonicalEncodingError",
@@ -69,10 +88,13 @@ __all__ = [
     "Finding",
     "Gate",
     "GhostError",
+    "MemoryApprovalStore",
     "NarrowingError",
     "NarrowingEscape",
+    "PendingApproval",
     "Policy",
     "PolicyError",
+    "Resolution",
     "Rule",
     "RunStart",
     "RuntimeVerdict",
@@ -87,6 +109,7 @@ __all__ = [
     "UnsupportedValue",
     "canonical_bytes",
     "canonical_resource",
+    "check_resolution",
     "content_address",
     "jcs_bytes",
     "loads_strict",

@@ -38,6 +38,8 @@ __all__ = [
 
 Outcome = Literal["approved", "rejected", "expired"]
 OUTCOMES: Final = ("approved", "rejected", "expired")
+MAX_APPROVER_CHARS: Final = 256
+"""The longest approver name a resolution may carry."""
 # What a pending decision may run under once approved (never deny, never pending).
 _APPROVABLE: Final = frozenset({RuntimeVerdict.ALLOW, RuntimeVerdict.NARROW, RuntimeVerdict.SCRUB})
 
@@ -120,7 +122,8 @@ def check_resolution(pending: PendingApproval, resolution: Resolution) -> None:
     A human resolution after the deadline is refused (the decision has expired,
     whatever the store says yet); an approval by someone every approver-listing
     rule does not allow is refused; a rejection is open to the same approvers.
-    An expiry before the deadline is refused.
+    An expiry before the deadline is refused. An approver is a ``str`` of at
+    most `MAX_APPROVER_CHARS` printable characters, not padded with spaces.
 
     Raises:
         ApprovalError: the resolution is not allowed; the message says why.
@@ -138,6 +141,12 @@ def check_resolution(pending: PendingApproval, resolution: Resolution) -> None:
             f"decision {pending.decision_id} has expired: it can no longer be resolved"
         )
     approver = resolution.approver
+    if type(approver) is not str:
+        raise ApprovalError("an approver is a name (a str)")
+    if len(approver) > MAX_APPROVER_CHARS:
+        raise ApprovalError(
+            f"an approver's name is at most {MAX_APPROVER_CHARS} characters, not {len(approver)}"
+        )
     if not approver or not approver.isprintable() or approver != approver.strip():
         raise ApprovalError("an approver is a non-empty name without control characters")
     if pending.approvers is not None and approver not in pending.approvers:
@@ -207,12 +216,14 @@ class ApprovalStore(Protocol):
 class MemoryApprovalStore:
     """An `ApprovalStore` in this process's memory: the default, gone when the process is."""
 
-    __slots__ = ("_entries", "_lock", "_order", "_recorded")
+    __slots__ = ("_entries", "_lock", "_recorded", "_unrecorded")
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._entries: dict[str, tuple[PendingApproval, Resolution | None]] = {}
-        self._order: list[str] = []  # decision ids in the order their resolutions were stored
+        # Resolved ids no log holds yet, in the order stored (a dict keeps insertion
+        # order): `unrecorded` costs what is unrecorded, not every resolution ever made.
+        self._unrecorded: dict[str, None] = {}
         self._recorded: dict[str, str] = {}
 
     def add(self, pending: PendingApproval) -> None:
@@ -238,17 +249,16 @@ class MemoryApprovalStore:
                     f"decision {resolution.decision_id} is already resolved ({existing.outcome})"
                 )
             self._entries[resolution.decision_id] = (pending, resolution)
-            self._order.append(resolution.decision_id)
+            self._unrecorded[resolution.decision_id] = None
             return resolution
 
     def unrecorded(self) -> list[tuple[PendingApproval, Resolution]]:
         with self._lock:
             found: list[tuple[PendingApproval, Resolution]] = []
-            for decision_id in self._order:
-                if decision_id not in self._recorded:
-                    pending, resolution = self._entries[decision_id]
-                    assert resolution is not None  # only resolved ids are in _order
-                    found.append((pending, resolution))
+            for decision_id in self._unrecorded:
+                pending, resolution = self._entries[decision_id]
+                assert resolution is not None  # only resolved ids are unrecorded
+                found.append((pending, resolution))
             return found
 
     def mark_recorded(self, decision_id: str, approval_sha256: str) -> None:
@@ -257,6 +267,7 @@ class MemoryApprovalStore:
             if resolution is None:
                 raise ApprovalError(f"decision {decision_id} is not resolved")
             self._recorded[decision_id] = approval_sha256
+            self._unrecorded.pop(decision_id, None)
 
     def close(self) -> None:
         return None

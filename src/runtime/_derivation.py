@@ -5,7 +5,8 @@
 3. No rule matched → the policy default (``deny`` unless it says ``allow``).
 4. Apply the narrowing of every matching ``narrow`` rule, in file order.
 5. Scrub the (narrowed) arguments; a finding of a blocking detector → ``deny``.
-6. Any ``approval`` rule → ``pending``.
+6. Any ``approval`` rule → ``pending``, holding the verdict of step 7 for
+   when a human approves (`Outcome.held`).
 7. Arguments that differ, type-strictly, from the snapshot after narrowing →
    ``narrow`` (two narrowings that cancel out are not a narrowing); else
    changed by the scrubber → ``scrub``; else ``allow``.
@@ -45,6 +46,8 @@ class Outcome:
     findings: tuple[Finding, ...]
     narrowings: tuple[tuple[str, str, str], ...]  # (rule, kind, path)
     stage_ns: Mapping[str, int]
+    # For ``pending``: the verdict the action runs under once approved (else None).
+    held: RuntimeVerdict | None = None
 
 
 # Exceptions whose messages ghost builds itself from policy data, limits and type
@@ -134,22 +137,28 @@ def derive(
         names = ", ".join(scrubbed.blocked)
         reason = f"denied: the arguments hold a secret the policy blocks ({names})"
         return outcome(RuntimeVerdict.DENY, reason, None, {}, found, done)
-    if by_effect[Effect.APPROVAL]:
-        first = by_effect[Effect.APPROVAL][0]
-        reason = f"held for approval by rule {first.id!r}"
-        return outcome(RuntimeVerdict.PENDING, reason, first.id, final, found, done)
     permitting = next((r.id for r in matched if r.effect in (Effect.ALLOW, Effect.NARROW)), None)
+    rule_id: str | None
     if first_narrowing is not None and not strict_equal(current, args, numbers_by_value=False):
         kinds = ", ".join(sorted({kind for _, kind, _ in narrowings}))
+        verdict, rule_id = RuntimeVerdict.NARROW, first_narrowing
         reason = f"narrowed by rule {first_narrowing!r} ({kinds})"
-        return outcome(RuntimeVerdict.NARROW, reason, first_narrowing, final, found, done)
-    if found:
+    elif found:
         detectors = ", ".join(sorted({f.detector for f in found}))
+        verdict, rule_id = RuntimeVerdict.SCRUB, permitting
         reason = f"allowed with secrets removed ({detectors})"
-        return outcome(RuntimeVerdict.SCRUB, reason, permitting, final, found, done)
-    # Narrowings that cancelled out are still part of the picture the assessment keeps.
-    if permitting is None:
+    elif permitting is None:
+        # Narrowings that cancelled out are still part of the picture the assessment keeps.
+        verdict, rule_id = RuntimeVerdict.ALLOW, None
         reason = "no rule matched; the policy default is allow"
-        return outcome(RuntimeVerdict.ALLOW, reason, None, final, found, done)
-    reason = f"allowed by rule {permitting!r}"
-    return outcome(RuntimeVerdict.ALLOW, reason, permitting, final, found, done)
+    else:
+        verdict, rule_id = RuntimeVerdict.ALLOW, permitting
+        reason = f"allowed by rule {permitting!r}"
+    if by_effect[Effect.APPROVAL]:
+        # Held: what it would have been is what it runs under once a human approves.
+        first = by_effect[Effect.APPROVAL][0]
+        held = f"held for approval by rule {first.id!r}"
+        return Outcome(
+            RuntimeVerdict.PENDING, held, first.id, final, matched, found, done, stage_ns, verdict
+        )
+    return outcome(verdict, reason, rule_id, final, found, done)

@@ -12,7 +12,13 @@ Order inside `Gate.check`, all of it inside the fail-closed boundary:
 5. read the clock again: that difference is ``latency_ns``;
 6. end the span (a failure there denies too);
 7. write the assessment and the decision to the sink. A sink failure raises
-   `AuditError`: the caller gets no decision, so the action cannot run unaudited.
+   `AuditError`: the caller gets no decision, so the action cannot run unaudited;
+8. for ``pending``, register the decision (by its content address) with the
+   approval queue's store. If that fails the caller gets `AuditError` too: a
+   held action nobody can approve must not look resolvable (ADR 0016).
+
+Before step 1, each check lets the approval queue record due expiries and
+resolutions made elsewhere (`ApprovalQueue.sweep`).
 
 Any exception in 1-6 becomes a recorded ``deny`` whose reason names the
 error's type (and, for an `EvaluationError`, ghost's own message about it);
@@ -31,6 +37,9 @@ from typing import Final
 from opentelemetry.trace import TracerProvider
 
 from runtime._action import Action, Decision
+from runtime._approval import approval_terms
+from runtime._approval_queue import ApprovalQueue
+from runtime._approval_store import ApprovalStore, MemoryApprovalStore, PendingApproval
 from runtime._canonical import value_sha256
 from runtime._clock import Clock, SystemClock
 from runtime._derivation import Outcome, derive, safe_reason
@@ -51,6 +60,9 @@ __all__ = ["Gate"]
 ASSESSMENT_TOPIC: Final = "/assessments"
 DECISION_TOPIC: Final = "/decisions"
 DEFAULT_MAX_NAME_CHARS: Final = 4096
+DEFAULT_APPROVAL_POLL_S: Final = 0.2
+_MAX_POLL_S: Final = 60.0
+_INT64_MAX: Final = 2**63 - 1
 _log = get_event_log("ghost.gate")
 
 # Read straight from Action's slots, so that a subclass's properties never run.
@@ -66,6 +78,7 @@ class _Times:
     stamp_ns: int  # wall clock at entry: the assessment's stamp
     verdict_stamp_ns: int  # wall clock at the verdict: the decision's stamp
     latency_ns: int  # monotonic, entry -> verdict
+    verdict_ns: int  # monotonic at the verdict: where an approval's wait_ns starts
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,14 +107,26 @@ class Gate:
             dataclass) to plain data; called once per value that is not plain
             data (SPEC §3). Without it such a value denies.
         max_name_chars: the longest agent, verb or resource accepted (4,096).
+        approvals: where pending decisions wait for a human (default: a fresh
+            `MemoryApprovalStore`; a `SqliteApprovalStore` survives restarts and
+            lets another process resolve). Reached as `approvals`.
+        approval_poll_s: how often waiters (and the gate) look at the store for
+            resolutions made by another process (default 0.2 s).
+
+    If the sink offers ``on_close(callback)`` (both of ``audit``'s sinks do), the
+    gate registers its approval queue there, so that expiries due by then are
+    recorded before the run is sealed.
 
     Raises:
-        AuditError: the sink could not begin the run.
-        ValueError: ``max_name_chars`` is not a positive integer.
-        TypeError: ``to_data`` is not callable.
+        AuditError: the sink could not begin the run, or a resolution the store
+            held unrecorded (from an earlier run) could not be recorded.
+        ValueError: ``max_name_chars`` is not a positive integer, or
+            ``approval_poll_s`` is not a positive finite number of seconds.
+        TypeError: ``to_data`` is not callable, or ``approvals`` is not an `ApprovalStore`.
     """
 
     __slots__ = (
+        "_approvals",
         "_clock",
         "_policy",
         "_recorded",
@@ -121,7 +146,20 @@ class Gate:
         fingerprint_key: bytes | None = None,
         to_data: ToData | None = None,
         max_name_chars: int = DEFAULT_MAX_NAME_CHARS,
+        approvals: ApprovalStore | None = None,
+        approval_poll_s: float = DEFAULT_APPROVAL_POLL_S,
     ) -> None:
+        if (
+            type(approval_poll_s) not in (int, float)
+            or not 0 < approval_poll_s <= _MAX_POLL_S  # NaN fails this too
+        ):
+            raise ValueError(
+                f"approval_poll_s must be a number of seconds in (0, {_MAX_POLL_S}],"
+                f" not {approval_poll_s!r}"
+            )
+        store: ApprovalStore = MemoryApprovalStore() if approvals is None else approvals
+        if not isinstance(store, ApprovalStore):
+            raise TypeError(f"approvals must be an ApprovalStore, not {type_name(store)}")
         self._policy = policy
         self._sink = sink
         self._clock: Clock = clock if clock is not None else SystemClock()
@@ -161,11 +199,30 @@ class Gate:
             raise AuditError(
                 f"the audit sink could not begin the run ({type(exc).__name__})"
             ) from exc
+        run_id = getattr(sink, "run_id", None)
+        self._approvals = ApprovalQueue(
+            store=store,
+            sink=sink,
+            clock=self._clock,
+            policy_sha256=policy.policy_sha256,
+            snapshotter=self._snapshotter,
+            recorded=self._recorded,
+            run_id=run_id if isinstance(run_id, str) else None,
+            poll_s=float(approval_poll_s),
+        )
+        on_close = getattr(sink, "on_close", None)
+        if callable(on_close):
+            on_close(self._approvals.close_hook)
 
     @property
     def policy(self) -> Policy:
         """The policy this gate enforces."""
         return self._policy
+
+    @property
+    def approvals(self) -> ApprovalQueue:
+        """The approval queue: resolve, wait for and execute ``pending`` decisions (SPEC §3)."""
+        return self._approvals
 
     def check(
         self, action: Action, *, traceparent: str | None = None, tracestate: str | None = None
@@ -182,10 +239,13 @@ class Gate:
 
         Raises:
             TypeError: ``action`` is not an `Action` (misuse, not a policy outcome).
-            AuditError: the decision could not be recorded; the action must not run.
+            AuditError: the decision could not be recorded, or (for ``pending``)
+                could not be registered for approval; the action must not run.
+                Also raised when an approval due to be recorded first cannot be.
         """
         if not isinstance(action, Action):
             raise TypeError(f"Gate.check takes an Action, not {type_name(action)}")
+        self._approvals.sweep()
         errors: list[str] = []
         start_ns, stamp_ns = self._read_clock(errors)
         decision_id = make_uuid7(stamp_ns)
@@ -238,7 +298,7 @@ class Gate:
             snapshot,
             fields,
             decision_id,
-            _Times(stamp_ns, max(verdict_stamp_ns, stamp_ns), latency_ns),
+            _Times(stamp_ns, max(verdict_stamp_ns, stamp_ns), latency_ns, end_ns),
             trace,
             outcome,
             _Hashes(args_sha256, executed_sha256),
@@ -396,6 +456,8 @@ class Gate:
                 f"decision {decision_id} could not be recorded ({type_name(exc)});"
                 " the action must not run"
             ) from exc
+        if outcome.verdict is RuntimeVerdict.PENDING:
+            self._hold(outcome, names, decision_id, decision_sha256, times, hashes)
         return Decision(
             verdict=outcome.verdict,
             args=outcome.args,
@@ -414,6 +476,55 @@ class Gate:
             assessment_sha256=assessment_sha256,
             decision_sha256=decision_sha256,
         )
+
+    def _hold(
+        self,
+        outcome: Outcome,
+        names: tuple[object, ...],
+        decision_id: str,
+        decision_sha256: str,
+        times: _Times,
+        hashes: _Hashes,
+    ) -> None:
+        """Register a pending decision with the approval queue, or fail closed with AuditError.
+
+        The log already holds the decision as ``pending``; if it cannot be
+        registered no one can ever approve it, the caller gets no decision,
+        and the report lists it as a pending decision never resolved.
+        """
+        try:
+            terms = approval_terms(outcome.matched)
+            if outcome.held is None or hashes.executed_sha256 is None:
+                raise _HeldWithoutTerms
+            pending = PendingApproval(
+                decision_id=decision_id,
+                decision_sha256=decision_sha256,
+                run_id=self._approvals.run_id,
+                agent=self._recorded(names[0]),
+                verb=self._recorded(names[1]),
+                resource=self._recorded(names[2]),
+                reason=outcome.reason,
+                matched_policy=outcome.matched_policy,
+                held_verdict=outcome.held,
+                executed_args_sha256=hashes.executed_sha256,
+                policy_sha256=self._policy.policy_sha256,
+                approvers=terms.approvers,
+                created_ns=times.verdict_stamp_ns,
+                expires_ns=min(_INT64_MAX, times.verdict_stamp_ns + terms.timeout_ns),
+            )
+            self._approvals.register(pending, times.verdict_ns)
+        except Exception as exc:
+            _log.error(
+                "ghost.approval_registration_failed", decision_id=decision_id, error=type_name(exc)
+            )
+            raise AuditError(
+                f"decision {decision_id} is pending but could not be registered for approval"
+                f" ({type_name(exc)}); no one can approve it, and the action must not run"
+            ) from exc
+
+
+class _HeldWithoutTerms(Exception):
+    """A pending outcome without the verdict it holds or its arguments' hash (a bug)."""
 
 
 class _ClockFailure(Exception):

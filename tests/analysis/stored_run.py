@@ -2,9 +2,8 @@
 
 `write_gate_run` records a run through the real stack — `Gate`, `Policy`,
 `McapAuditSink` — with every record type: allow, deny, pending, narrow and
-scrub decisions with their assessments, an approval of the pending one
-(written by hand through ``sink.append``: no gate resolves approvals yet),
-and the seal.
+scrub decisions with their assessments, alice's approval of the pending one
+(through ``gate.approvals.resolve``), and the seal.
 
 `StoredRun.load` reads such a file into plain, editable values (schemas,
 channels, attachments, messages with their MCAP ``log_time`` and
@@ -43,7 +42,6 @@ from audit import (
 )
 from runtime import Action, Decision, Gate, Policy, canonical_bytes, sha256_hex
 from runtime.testing import ManualClock
-from tests.records import approval
 from tests.runtime.conftest import POLICY
 
 __all__ = ["GateRun", "StoredMessage", "StoredRun", "forged_note", "write_gate_run"]
@@ -87,15 +85,7 @@ def write_gate_run(
     decisions = tuple(gate.check(action) for action in ACTIONS)
     pending = decisions[2]
     assert pending.decision_sha256 is not None
-    sink.append(
-        "/approvals",
-        approval(
-            pending.decision_id,
-            pending.decision_sha256,
-            stamp_ns=pending.stamp_ns + 5_000,
-            policy_sha256=pending.policy_sha256,
-        ),
-    )
+    gate.approvals.resolve(pending.decision_id, approved=True, approver="alice")
     if close:
         sink.close()
     return GateRun(path=path, decisions=decisions)

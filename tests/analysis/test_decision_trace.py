@@ -30,7 +30,7 @@ from audit import Durability, LogFormatError, McapAuditSink
 from runtime import canonical_bytes, make_uuid7, sha256_hex
 from tests.analysis.stored_run import StoredRun
 from tests.audit.mcap_tools import rewrite_mcap
-from tests.records import STAMP_NS, TRACE_ID, assessment, decision, make_run_start
+from tests.records import STAMP_NS, TRACE_ID, approval, assessment, decision, make_run_start
 
 
 def decision_id(index: int) -> str:
@@ -555,3 +555,83 @@ def test_a_file_with_no_records_is_not_sealed(tmp_path: Path) -> None:
     McapAuditSink(path).close()
 
     assert build_decision_trace_report(path).sealed is False
+
+
+# --- approvals -------------------------------------------------------------------------------
+
+
+def test_approvals_are_counted_by_outcome_and_unresolved_pending_listed(tmp_path: Path) -> None:
+    path = tmp_path / "run.mcap"
+    with open_run(path) as sink:
+        approved, approved_at = gate_pair(sink, 1, verdict="pending")
+        rejected, rejected_at = gate_pair(sink, 2, verdict="pending")
+        waiting, _ = gate_pair(sink, 3, verdict="pending")
+        gate_pair(sink, 4, verdict="allow")
+        expired, expired_at = gate_pair(sink, 5, verdict="pending")
+        still, _ = gate_pair(sink, 6, verdict="pending")
+        sink.append("/approvals", approval(approved, approved_at))
+        sink.append(
+            "/approvals",
+            approval(rejected, rejected_at, outcome="rejected", final_verdict="deny"),
+        )
+        sink.append(
+            "/approvals",
+            approval(expired, expired_at, outcome="expired", approver=None, final_verdict="deny"),
+        )
+        # An approval of a decision of an earlier run: counted, resolves nothing here.
+        sink.append(
+            "/approvals",
+            approval(waiting, "e" * 64, decision_run_id=make_uuid7(STAMP_NS - 10**12)),
+        )
+
+    report = build_decision_trace_report(path)
+
+    assert report.per_approval_outcome_counts == {"approved": 2, "rejected": 1, "expired": 1}
+    assert report.unresolved_pending_decision_ids == (waiting, still)
+    assert report.problems == ()
+    decoded = decode_decision_trace_report_from_json(encode_decision_trace_report_to_bytes(report))
+    assert decoded == report
+
+
+def test_a_run_without_approvals_counts_none(tmp_path: Path) -> None:
+    path = tmp_path / "run.mcap"
+    with open_run(path) as sink:
+        pending, _ = gate_pair(sink, 1, verdict="pending")
+        gate_pair(sink, 2)
+
+    report = build_decision_trace_report(path)
+
+    assert report.per_approval_outcome_counts == {}
+    assert report.unresolved_pending_decision_ids == (pending,)
+
+
+@pytest.mark.parametrize(
+    ("changes", "why"),
+    [
+        ({"outcome": "maybe"}, "its outcome 'maybe' is not one of approved, rejected, expired"),
+        ({"outcome": 3}, "its 'outcome' is an integer, expected a string"),
+        ({"decision_id": None}, "its 'decision_id' is null, expected a string"),
+        ({"decision_run_id": 7}, "its 'decision_run_id' is an integer, expected a string or null"),
+        ({"schema": "ghost.decision/1"}, "its schema is 'ghost.decision/1'"),
+    ],
+)
+def test_an_unreadable_approval_is_left_out_and_named(
+    tmp_path: Path, changes: dict[str, Any], why: str
+) -> None:
+    original, path = tmp_path / "run.mcap", tmp_path / "tampered.mcap"
+    with open_run(original) as sink:
+        pending, address = gate_pair(sink, 1, verdict="pending")
+        sink.append("/approvals", approval(pending, address))
+
+    def tamper(topic: str, data: bytes) -> bytes:
+        if topic != "/approvals":
+            return data
+        return canonical_bytes({**json.loads(data), **changes})
+
+    rewrite_mcap(original, path, tamper)
+
+    report = build_decision_trace_report(path)
+
+    assert report.per_approval_outcome_counts == {}
+    assert report.unresolved_pending_decision_ids == (pending,)
+    assert any(why in problem and "/approvals" in problem for problem in report.problems)

@@ -23,7 +23,11 @@ from analysis import (
     encode_decision_trace_report_to_bytes,
 )
 from runtime import RuntimeVerdict
-from tests.strategies import decision_trace_records, decision_trace_reports
+from tests.strategies import (
+    decision_trace_records,
+    decision_trace_reports,
+    decision_trace_reports_with_approvals,
+)
 
 SHA_A = "a" * 64
 SHA_B = "b" * 64
@@ -111,12 +115,22 @@ def test_encoding_is_canonical_and_deterministic(report: DecisionTraceReport) ->
     assert encode_decision_trace_report_to_bytes(rebuilt) == data
 
 
+@given(decision_trace_reports_with_approvals())
+def test_approval_fields_survive_the_round_trip(report: DecisionTraceReport) -> None:
+    decoded = decode_decision_trace_report_from_json(encode_decision_trace_report_to_bytes(report))
+    assert decoded == report
+    assert decoded.per_approval_outcome_counts == report.per_approval_outcome_counts
+    assert decoded.unresolved_pending_decision_ids == report.unresolved_pending_decision_ids
+    pending = {r.decision_id for r in report.records if r.decision_kind == "pending"}
+    assert set(report.unresolved_pending_decision_ids) <= pending
+
+
 def test_non_ascii_is_kept_as_utf8() -> None:
     data = encode_decision_trace_report_to_bytes(make_report())
 
     assert "café ☕".encode() in data
     assert b"\\u" not in data
-    assert b'\n  "analysis_version": 2,\n' in data
+    assert b'\n  "analysis_version": 3,\n' in data
     assert b'\n  "sealed": true,\n' in data
 
 
@@ -162,7 +176,7 @@ def decode_document(document: object) -> DecisionTraceReport:
             r"per_policy_id_counts\['ops'\] must be an integer",
         ),
         (lambda d: d.update(analysis_version=1), "analysis_version 1; this analyzer reads"),
-        (lambda d: d.update(analysis_version=3), "analysis_version 3; this analyzer reads"),
+        (lambda d: d.update(analysis_version=4), "analysis_version 4; this analyzer reads"),
         (lambda d: d["records"][0].pop("trace_id"), r"records\[0\] lacks field.*trace_id"),
         (lambda d: d["records"][0].update(extra=0), r"records\[0\] has unknown field.*extra"),
         (
@@ -181,6 +195,31 @@ def decode_document(document: object) -> DecisionTraceReport:
             "inconsistent: decision .* chain_status 'verified' contradicts",
         ),
         (lambda d: d.update(source_mcap_sha256="ABC"), "source_mcap_sha256 must be 64"),
+        (
+            lambda d: d.update(per_approval_outcome_counts=[]),
+            "per_approval_outcome_counts must be an object",
+        ),
+        (
+            lambda d: d.update(per_approval_outcome_counts={"approved": True}),
+            r"per_approval_outcome_counts\['approved'\] must be an integer",
+        ),
+        (
+            lambda d: d.update(per_approval_outcome_counts={"maybe": 1}),
+            "inconsistent: per_approval_outcome_counts has 'maybe'",
+        ),
+        (
+            lambda d: d.update(unresolved_pending_decision_ids={}),
+            "unresolved_pending_decision_ids must be an array",
+        ),
+        (
+            lambda d: d.update(unresolved_pending_decision_ids=[1]),
+            r"unresolved_pending_decision_ids\[0\] must be a string",
+        ),
+        (
+            lambda d: d.update(unresolved_pending_decision_ids=[d["records"][0]["decision_id"]]),
+            "inconsistent: unresolved_pending_decision_ids must be pending decisions",
+        ),
+        (lambda d: d.pop("unresolved_pending_decision_ids"), "lacks field"),
     ],
 )
 def test_decode_refuses_a_wrong_document(mutate: Any, message: str) -> None:
@@ -222,7 +261,7 @@ def test_decode_refuses_what_is_not_a_report(data: bytes | str, message: str) ->
         ({"per_policy_id_counts": {"ops": -1, "x": 4}}, "non-negative"),
         ({"timestamp_first_ns": 2_000}, "timestamps"),
         ({"timestamp_span_ns": None}, "timestamps"),
-        ({"analysis_version": 3}, "has analysis_version 2, the report 3"),
+        ({"analysis_version": 4}, "has analysis_version 3, the report 4"),
         ({"duplicate_assessment_count": -1}, "must not be negative"),
         ({"source_mcap_sha256": "c" * 63}, "64 lowercase hex"),
     ],
@@ -367,3 +406,68 @@ def test_importing_analysis_does_not_import_mcap() -> None:
         [sys.executable, "-c", code], capture_output=True, text=True, check=True
     )
     assert result.stdout.split() == ["False", "False"]
+
+
+# --- approvals --------------------------------------------------------------------------------
+
+PENDING_IDS = tuple(f"0194a3c1-7e2f-7000-8000-00000000001{i}" for i in range(4))
+
+
+def pending_records() -> tuple[DecisionTraceRecord, ...]:
+    return tuple(
+        make_record(decision_kind="pending" if i != 2 else "allow", decision_id=did)
+        for i, did in enumerate(PENDING_IDS)
+    )
+
+
+def test_from_records_lists_the_pending_decisions_no_approval_resolves() -> None:
+    report = DecisionTraceReport.from_records(
+        pending_records(),
+        source_mcap_sha256="c" * 64,
+        approval_outcomes=["approved", "expired", "approved"],
+        resolved_decision_ids=[PENDING_IDS[1], PENDING_IDS[2]],
+    )
+    assert report.unresolved_pending_decision_ids == (PENDING_IDS[0], PENDING_IDS[3])
+    assert report.per_approval_outcome_counts == {"approved": 2, "expired": 1}
+    decoded = decode_decision_trace_report_from_json(encode_decision_trace_report_to_bytes(report))
+    assert decoded == report
+
+
+def test_a_pending_decision_logged_twice_is_listed_once() -> None:
+    records = (*pending_records(), make_record(decision_kind="pending", decision_id=PENDING_IDS[0]))
+    report = DecisionTraceReport.from_records(records, source_mcap_sha256="c" * 64)
+    assert report.unresolved_pending_decision_ids == (
+        PENDING_IDS[0],
+        PENDING_IDS[1],
+        PENDING_IDS[3],
+    )
+
+
+@pytest.mark.parametrize(
+    "unresolved",
+    [
+        (PENDING_IDS[2],),  # not pending
+        (PENDING_IDS[3], PENDING_IDS[0]),  # out of stream order
+        (PENDING_IDS[0], PENDING_IDS[0]),  # twice
+        ("0194a3c1-7e2f-7000-8000-000000000099",),  # not a decision of the report
+    ],
+)
+def test_an_unresolved_list_that_disagrees_with_the_records_is_refused(
+    unresolved: tuple[str, ...],
+) -> None:
+    report = DecisionTraceReport.from_records(pending_records(), source_mcap_sha256="c" * 64)
+    with pytest.raises(ValueError, match="unresolved_pending_decision_ids must be pending"):
+        dataclasses.replace(report, unresolved_pending_decision_ids=unresolved)
+
+
+def test_an_in_order_subset_of_the_pending_decisions_is_accepted() -> None:
+    report = DecisionTraceReport.from_records(pending_records(), source_mcap_sha256="c" * 64)
+    for unresolved in ((), (PENDING_IDS[3],), (PENDING_IDS[0], PENDING_IDS[3])):
+        changed = dataclasses.replace(report, unresolved_pending_decision_ids=list(unresolved))
+        assert changed.unresolved_pending_decision_ids == unresolved
+
+
+def test_an_unknown_approval_outcome_is_refused() -> None:
+    report = DecisionTraceReport.from_records(pending_records(), source_mcap_sha256="c" * 64)
+    with pytest.raises(ValueError, match="per_approval_outcome_counts has 'denied'"):
+        dataclasses.replace(report, per_approval_outcome_counts={"approved": 1, "denied": 1})

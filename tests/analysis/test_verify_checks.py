@@ -387,6 +387,92 @@ def test_a_second_approval_of_one_decision_is_named() -> None:
     ]
 
 
+# --- approvals of a decision in an earlier run (decision_run_id, ADR 0016) -------------------
+
+THIS_RUN = make_uuid7(STAMP_NS)
+EARLIER_RUN = make_uuid7(STAMP_NS - 3_600_000_000_000)
+
+
+def run_links(run_id: str = THIS_RUN) -> Links:
+    """Links whose /run record (position 0) names ``run_id``."""
+    links = Links()
+    run = {"schema": "ghost.run/1", "stamp_ns": STAMP_NS, "run_id": run_id}
+    assert list(links.check.visit(facts(0, "/run", run))) == []
+    return links
+
+
+def test_an_approval_of_a_decision_of_an_earlier_run_passes() -> None:
+    links = run_links()
+
+    _, problems = links.feed("/approvals", approval(ID_1, "e" * 64, decision_run_id=EARLIER_RUN))
+
+    assert problems == []
+
+
+def test_an_approval_naming_this_run_as_the_decisions_is_named() -> None:
+    links = run_links()
+
+    _, problems = links.feed("/approvals", approval(ID_1, "e" * 64, decision_run_id=THIS_RUN))
+
+    assert messages(problems) == [
+        "its decision_run_id names this run; an approval of a decision of this run says null"
+    ]
+
+
+def test_an_approval_claiming_another_run_for_a_decision_of_this_one_is_named() -> None:
+    links = run_links()
+    pending = pending_decision(links)
+
+    _, problems = links.feed(
+        "/approvals", approval(ID_1, pending.address, decision_run_id=EARLIER_RUN)
+    )
+
+    assert messages(problems) == [
+        (
+            f"it says its decision is in run {EARLIER_RUN}, but the decision is logged in this"
+            f" run (seq 2 (/decisions, decision {ID_1}))"
+        )
+    ]
+
+
+def test_a_second_approval_of_a_decision_of_an_earlier_run_is_named() -> None:
+    links = run_links()
+    links.feed("/approvals", approval(ID_1, "e" * 64, decision_run_id=EARLIER_RUN))
+
+    _, problems = links.feed(
+        "/approvals", approval(ID_1, "e" * 64, decision_run_id=EARLIER_RUN, outcome="expired")
+    )
+
+    assert messages(problems) == [
+        f"a second approval for this decision (the first is seq 1 (/approvals, decision {ID_1}))"
+    ]
+
+
+def test_an_earlier_runs_approval_then_a_local_one_is_a_second_approval() -> None:
+    links = run_links()
+    links.feed("/approvals", approval(ID_2, "e" * 64, decision_run_id=EARLIER_RUN))
+    first = links.assess(ID_2)
+    pending, _ = links.decide(first.address, ID_2, verdict="pending")
+
+    _, problems = links.feed("/approvals", approval(ID_2, pending.address))
+
+    assert messages(problems) == [
+        f"a second approval for this decision (the first is seq 1 (/approvals, decision {ID_2}))"
+    ]
+
+
+def test_a_run_record_elsewhere_does_not_set_the_run() -> None:
+    links = Links()
+    # Not at position 0: not this run's /run record, so it names no run.
+    links.check.visit(
+        facts(5, "/run", {"schema": "ghost.run/1", "stamp_ns": STAMP_NS, "run_id": THIS_RUN})
+    )
+
+    _, problems = links.feed("/approvals", approval(ID_1, "e" * 64, decision_run_id=THIS_RUN))
+
+    assert problems == []
+
+
 # --- the end of the run ---------------------------------------------------------------------
 
 

@@ -488,3 +488,40 @@ def test_a_failing_close_raises_once_and_closes_the_file(
     assert log.truncated
     # Each record reached the file as it was written; only the summary and footer are missing.
     assert [r.topic for r in log.records] == ["/run", "/checkpoints", "/checkpoints", "/seal"]
+
+
+# --- run_id and close hooks (ADR 0016) -------------------------------------------------------
+
+
+def test_run_id_and_close_hooks(tmp_path: Path) -> None:
+    sink = McapAuditSink(tmp_path / "run.mcap")
+    assert sink.run_id is None
+    sink.open_run(make_run_start())
+    calls: list[str] = []
+
+    def hook() -> None:
+        calls.append("hook")
+        append_decisions(sink, 1)
+
+    sink.on_close(hook)
+    sink.close()
+    sink.close()
+    assert calls == ["hook"]
+    records = read_run(tmp_path / "run.mcap").records
+    assert sink.run_id == records[0].record["run_id"]  # type: ignore[index]
+    assert [r.topic for r in records][-4:] == ["/decisions", "/approvals", "/checkpoints", "/seal"]
+
+
+def test_a_failing_close_hook_still_seals_the_file(tmp_path: Path) -> None:
+    sink = McapAuditSink(tmp_path / "run.mcap")
+    sink.open_run(make_run_start())
+
+    def failing() -> None:
+        raise RuntimeError
+
+    sink.on_close(failing)
+    with pytest.raises(AuditError, match=r"a close hook failed \(RuntimeError\)"):
+        sink.close()
+    run = read_run(tmp_path / "run.mcap")
+    assert not run.truncated
+    assert run.records[-1].topic == "/seal"

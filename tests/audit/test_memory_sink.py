@@ -151,3 +151,48 @@ def test_bad_arguments() -> None:
         MemoryAuditSink(checkpoint_every_records=0)
     with pytest.raises(TypeError, match="Ed25519PrivateKey"):
         MemoryAuditSink(signing_key="not a key")  # type: ignore[arg-type]
+
+
+# --- run_id and close hooks (ADR 0016) -------------------------------------------------------
+
+
+def test_run_id_is_the_run_records() -> None:
+    sink = MemoryAuditSink()
+    assert sink.run_id is None
+    sink.open_run(make_run_start())
+    assert sink.run_id == sink.entries[0].record["run_id"]
+
+
+def test_close_hooks_run_once_in_order_before_the_seal_and_may_append() -> None:
+    sink = MemoryAuditSink()
+    sink.open_run(make_run_start())
+    calls: list[str] = []
+    sink.on_close(lambda: calls.append("first"))
+
+    def appending() -> None:
+        calls.append("second")
+        append_decisions(sink, 1)
+
+    sink.on_close(appending)
+    sink.close()
+    sink.close()
+    assert calls == ["first", "second"]
+    topics = [entry.topic for entry in sink.entries]
+    assert topics[-4:] == ["/decisions", "/approvals", "/checkpoints", "/seal"]
+
+
+def test_a_failing_close_hook_still_seals_then_raises() -> None:
+    sink = MemoryAuditSink()
+    sink.open_run(make_run_start())
+    ran: list[str] = []
+
+    def failing() -> None:
+        raise OSError("disk full")
+
+    sink.on_close(failing)
+    sink.on_close(lambda: ran.append("after"))
+    with pytest.raises(AuditError, match=r"a close hook failed \(OSError\)"):
+        sink.close()
+    assert ran == ["after"]  # the later hooks still ran
+    assert sink.closed
+    assert sink.entries[-1].topic == "/seal"

@@ -32,7 +32,7 @@ EXPECTED_FIELDS = {
     },
     "ghost.approval/1": {
         "decision_id", "decision_sha256", "outcome", "approver", "wait_ns", "final_verdict",
-        "executed_args_sha256", "policy_sha256",
+        "executed_args_sha256", "policy_sha256", "decision_run_id", "expires_ns",
     },
     "ghost.seal/1": {"record_count", "head_sha256"},
     "ghost.checkpoint/1": {"tree_size", "root_hash", "head_sha256", "note"},

@@ -32,6 +32,19 @@ def test_demo_writes_a_verified_run_with_every_verdict(tmp_path: Path) -> None:
     assert report.verified_count == report.total_decisions
     assert verify_decision_chain(out) == (True, ())
     assert not report.truncated
+    # A human approved one held call, rejected one, and let one expire; none is left.
+    assert report.per_approval_outcome_counts == {"approved": 1, "rejected": 1, "expired": 1}
+    assert report.unresolved_pending_decision_ids == ()
+    assert "approved by alice: refunded 480 EUR" in result.stdout
+    assert "rejected by bob: not run" in result.stdout
+    assert "expired: not run" in result.stdout
+    verified = subprocess.run(
+        [sys.executable, "-m", "analysis", "verify", "--mcap", str(out)],
+        capture_output=True,
+        timeout=120,
+        check=False,
+    )
+    assert verified.returncode == 0, verified.stdout
 
     # The report printed and saved is the one built from the file.
     saved = decode_decision_trace_report_from_json(out.with_suffix(".trace.json").read_bytes())

@@ -130,3 +130,68 @@ def test_an_outcome_cannot_be_changed_after_derivation() -> None:
     outcome = derive(policy, Scrubber(fingerprint_key=b"k" * 32), snapshot, lambda: 0, {})
     with pytest.raises(dataclasses.FrozenInstanceError):
         outcome.verdict = RuntimeVerdict.DENY  # type: ignore[misc]
+
+
+# --- what a pending decision holds (Outcome.held, ADR 0016) ----------------------------------
+
+_HOLD = {"id": "hold", "effect": "approval", "approval": {"timeout_s": 60}}
+
+
+def _held(rules: list[dict[str, Any]], args: dict[str, Any], **policy: Any) -> Any:
+    document: dict[str, Any] = {"policy_id": "p", "default": "deny", "rules": rules, **policy}
+    built = Policy.from_dict(document)
+    scrubber = Scrubber(
+        detectors=built.scrub.detectors, block=built.scrub.block, fingerprint_key=b"k" * 32
+    )
+    snapshot = Snapshotter().take("bot", "act", "res:x", args)
+    return derive(built, scrubber, snapshot, lambda: 0, {})
+
+
+@pytest.mark.parametrize(
+    ("rules", "args", "policy", "held"),
+    [
+        ([_HOLD], {"n": 1}, {}, RuntimeVerdict.ALLOW),
+        ([_HOLD, {"id": "ok", "effect": "allow"}], {"n": 1}, {}, RuntimeVerdict.ALLOW),
+        (
+            [_HOLD, {"id": "cap", "effect": "narrow", "narrow": {"clamp": {"n": 5}}}],
+            {"n": 9},
+            {},
+            RuntimeVerdict.NARROW,
+        ),
+        (  # a narrowing that changes nothing is not a narrowing
+            [_HOLD, {"id": "cap", "effect": "narrow", "narrow": {"clamp": {"n": 5}}}],
+            {"n": 1},
+            {},
+            RuntimeVerdict.ALLOW,
+        ),
+        ([_HOLD], {"to": EMAIL}, {}, RuntimeVerdict.SCRUB),
+    ],
+)
+def test_a_pending_outcome_holds_the_verdict_it_would_have_had(
+    rules: list[dict[str, Any]],
+    args: dict[str, Any],
+    policy: dict[str, Any],
+    held: RuntimeVerdict,
+) -> None:
+    outcome = _held(rules, args, **policy)
+    assert outcome.verdict is RuntimeVerdict.PENDING
+    assert outcome.matched_policy == "hold"
+    assert outcome.reason == "held for approval by rule 'hold'"
+    assert outcome.held is held
+
+
+@pytest.mark.parametrize(
+    ("rules", "args", "policy"),
+    [
+        ([{"id": "ok", "effect": "allow"}], {}, {}),
+        ([{"id": "no", "effect": "deny"}, _HOLD], {}, {}),
+        ([_HOLD], {"key": PEM}, {"scrub": {"block": ["private_key"]}}),
+        ([], {}, {}),
+    ],
+)
+def test_only_a_pending_outcome_holds_a_verdict(
+    rules: list[dict[str, Any]], args: dict[str, Any], policy: dict[str, Any]
+) -> None:
+    outcome = _held(rules, args, **policy)
+    assert outcome.verdict is not RuntimeVerdict.PENDING
+    assert outcome.held is None

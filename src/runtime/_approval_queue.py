@@ -1,0 +1,535 @@
+"""`gate.approvals`: resolve, wait for, expire and execute pending decisions (SPEC §3, ADR 0016).
+
+The queue is the gate's side of human approval. Its state that matters lives
+in an `ApprovalStore` (in memory, or SQLite so that another process -- an
+operator's ``ghost approvals approve`` -- can resolve, and a restarted agent can
+pick up what waited). The queue adds what only the agent process can do:
+
+* **audit** every resolution as a ``/approvals`` record on the gate's sink,
+  linked to its decision by ``decision_sha256`` (and, for a decision of an
+  earlier run, ``decision_run_id``), then tell the store it is logged
+  (`ApprovalStore.mark_recorded`). A resolution the store holds but no log
+  does yet -- made by another process, or before a restart -- is recorded the
+  next time the queue looks (`sweep`: every gate call, every `wait` poll, the
+  sink's close);
+* **expire** what waited past its deadline: the store gets an ``expired``
+  resolution (final verdict ``deny``) no later than the next gate call,
+  `wait`, or the sink's close;
+* **measure** ``wait_ns`` on the gate's monotonic clock;
+* **wake** waiters: `wait` blocks its thread on a condition; `wait_async`
+  awaits a future on its own loop, so a thousand of them cost no thread each;
+* **check at execution** (`execute`): the approval is the store's, approved,
+  not expired, not used yet, under the policy the gate runs now, for exactly
+  the arguments about to run.
+
+Deadlines are wall-clock (``expires_ns``), because they must mean the same in
+another process and after a restart; the queue reads them from the gate's
+clock, so a `runtime.testing.ManualClock` makes expiry deterministic. How
+long a caller's own `wait` blocks is real time (`time.monotonic`), whatever the
+gate's clock says.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import heapq
+import math
+import threading
+import time
+from collections.abc import Callable, Mapping
+from typing import Any, Final
+
+from runtime._approval import (
+    Approval,
+    approval_record,
+    check_decision_id,
+    final_verdict,
+    wait_limit_ns,
+)
+from runtime._approval_binding import ApprovalBinding
+from runtime._approval_store import ApprovalStore, PendingApproval, Resolution, check_resolution
+from runtime._clock import Clock
+from runtime._errors import ApprovalError, AuditError
+from runtime._logging import get_event_log
+from runtime._recorded import type_name
+from runtime._sink import AuditSink
+from runtime._snapshot import Snapshotter
+
+__all__ = ["APPROVALS_TOPIC", "ApprovalQueue"]
+
+APPROVALS_TOPIC: Final = "/approvals"
+_log = get_event_log("ghost.approvals")
+
+
+class ApprovalQueue:
+    """The approval queue of one gate: ``gate.approvals``. Thread-safe.
+
+    Built by `runtime.Gate`; use it through the gate.
+
+    Args:
+        store: where pending approvals and resolutions are kept.
+        sink: the gate's audit sink, which receives the ``/approvals`` records.
+        clock: the gate's clock (wall clock for deadlines, monotonic for ``wait_ns``).
+        policy_sha256: the policy the gate runs; `execute` refuses approvals of another.
+        snapshotter: the gate's snapshotter: `execute` takes arguments as the gate does.
+        recorded: the gate's `RecordedText` (scrubs and escapes an approver's name).
+        run_id: the id of the run the sink writes (None when the sink does not say).
+        poll_s: how often a waiter (and the gate) looks for resolutions made elsewhere.
+
+    Raises:
+        AuditError: a resolution the store held unrecorded could not be recorded.
+    """
+
+    def __init__(
+        self,
+        *,
+        store: ApprovalStore,
+        sink: AuditSink,
+        clock: Clock,
+        policy_sha256: str,
+        snapshotter: Snapshotter,
+        recorded: Callable[[object], str],
+        run_id: str | None,
+        poll_s: float,
+    ) -> None:
+        self._store = store
+        self._sink = sink
+        self._clock = clock
+        self._recorded = recorded
+        self._run_id = run_id
+        self._poll_ns = math.ceil(poll_s * 1_000_000_000)  # the gate admits 0 < poll_s <= 60
+        self._poll_s = poll_s
+        self._cond = threading.Condition(threading.Lock())
+        self._record_lock = threading.Lock()
+        # Guarded by _cond:
+        self._known: dict[str, int] = {}  # decision id -> monotonic ns at the pending verdict
+        self._deadlines: list[tuple[int, str]] = []  # heap of (expires_ns, decision id)
+        self._approvals: dict[str, Approval] = {}  # recorded resolutions, by decision id
+        self._async_waiters: dict[str, list[tuple[asyncio.AbstractEventLoop, asyncio.Future[None]]]]
+        self._async_waiters = {}
+        self._binding = ApprovalBinding(
+            store=store, clock=clock, policy_sha256=policy_sha256, snapshotter=snapshotter
+        )
+        # A restart: what waited in the store, and what was resolved but never logged.
+        for pending in store.pending():
+            self._adopt(pending)
+        self._next_poll_ns = time.monotonic_ns() + self._poll_ns
+        for pending, resolution in store.unrecorded():
+            self._adopt(pending)
+            self._record(pending, resolution)
+
+    @property
+    def store(self) -> ApprovalStore:
+        """The store the queue keeps its state in."""
+        return self._store
+
+    @property
+    def run_id(self) -> str | None:
+        """The id of the run the gate's sink writes (None when the sink does not say)."""
+        return self._run_id
+
+    @property
+    def poll_s(self) -> float:
+        """Seconds between looks at the store for resolutions made elsewhere."""
+        return self._poll_s
+
+    # -- called by the gate ---------------------------------------------------------------
+
+    def register(self, pending: PendingApproval, verdict_monotonic_ns: int) -> None:
+        """Keep a new pending decision (the gate calls this before `check` returns).
+
+        Raises:
+            ApprovalError: the store already holds this decision.
+            Exception: whatever the store raises; the gate fails closed on it.
+        """
+        self._store.add(pending)
+        with self._cond:
+            self._known[pending.decision_id] = verdict_monotonic_ns
+            heapq.heappush(self._deadlines, (pending.expires_ns, pending.decision_id))
+
+    def sweep(self, *, force: bool = False) -> None:
+        """Record every due expiry and, once per poll interval, resolutions made elsewhere.
+
+        Called by every gate call, every `wait` poll and the sink's close
+        (``force``: look at the store now). A store that fails is logged and
+        left for the next sweep; a decision the store no longer knows is
+        logged and dropped. Nothing becomes runnable because of either.
+
+        Raises:
+            AuditError: a resolution could not be recorded (it stays in the
+                store, unrecorded, for the next sweep or run).
+        """
+        now = self._clock.time_ns()
+        with self._cond:
+            due = self._pop_due(now)
+        self._sweep(due, now, lambda: self._poll(force=force))
+
+    def close_hook(self) -> None:
+        """What the sink calls as it closes: record due expiries and outside resolutions."""
+        self.sweep(force=True)
+
+    # -- the public API -------------------------------------------------------------------
+
+    def pending(self) -> tuple[PendingApproval, ...]:
+        """Return the decisions that wait for a human, oldest first.
+
+        Expired ones are recorded as expired first, so they are not listed.
+
+        Raises:
+            AuditError: an expiry could not be recorded.
+        """
+        self.sweep()
+        now = self._clock.time_ns()
+        return tuple(p for p in self._store.pending() if p.expires_ns > now)
+
+    def resolve(self, decision_id: str, *, approved: bool, approver: str) -> Approval:
+        """Approve or reject a pending decision, record it, and return the approval.
+
+        Args:
+            decision_id: the pending decision's id.
+            approved: True to approve, False to reject.
+            approver: who decides; must be allowed by every matching rule that
+                lists approvers (rejections too).
+
+        Returns:
+            The recorded `Approval` (``approved`` or ``rejected``).
+
+        Raises:
+            ApprovalError: unknown id; already resolved (the message names the
+                outcome); expired (then recorded as ``expired``); the approver is
+                not allowed, empty, too long, or holds control characters.
+            TypeError: ``approved`` is not a bool.
+            AuditError: the resolution could not be recorded (it is kept in the
+                store and recorded by a later sweep; the action must not run now).
+        """
+        check_decision_id(decision_id)
+        if type(approved) is not bool:
+            raise TypeError(f"approved must be True or False, not {type_name(approved)}")
+        if type(approver) is not str:
+            raise ApprovalError(f"an approver is a name (a str), not {type_name(approver)}")
+        pending, existing = self._store.get(decision_id)
+        self._adopt(pending)
+        if existing is not None:
+            self._record(pending, existing)
+            raise ApprovalError(f"decision {decision_id} is already resolved ({existing.outcome})")
+        now = self._clock.time_ns()
+        if now >= pending.expires_ns:  # record the expiry; check_resolution then refuses
+            self._record(pending, self._expire_one(pending, now))
+        resolution = Resolution(decision_id, "approved" if approved else "rejected", approver, now)
+        check_resolution(pending, resolution)
+        try:
+            stored = self._store.resolve(resolution)
+        except ApprovalError:
+            # Another resolver won the race: log what won, then say so.
+            _, won = self._store.get(decision_id)
+            if won is not None:
+                self._record(pending, won)
+            raise
+        return self._record(pending, stored)
+
+    def wait(self, decision_id: str, timeout_s: float) -> Approval:
+        """Block this thread until the decision is resolved or expires; return the approval.
+
+        A resolution from another thread wakes it at once; one made by another
+        process through the store is seen within the poll interval. An expiry
+        is recorded as ``expired`` (final verdict ``deny``).
+
+        Args:
+            decision_id: the pending decision's id.
+            timeout_s: the longest this call blocks, in seconds (real time);
+                ``math.inf`` waits until resolution or expiry.
+
+        Returns:
+            The recorded `Approval`.
+
+        Raises:
+            TimeoutError: ``timeout_s`` passed first; the decision stays pending.
+            ApprovalError: unknown id.
+            TypeError, ValueError: ``timeout_s`` is not a number, is NaN or negative.
+            AuditError: the resolution could not be recorded.
+        """
+        limit_ns = wait_limit_ns(timeout_s)
+        check_decision_id(decision_id)
+        started = time.monotonic_ns()
+        pending, _ = self._store.get(decision_id)
+        self._adopt(pending)
+        while True:
+            self.sweep()
+            approval = self._settle(decision_id)
+            if approval is not None:
+                return approval
+            pause = self._pause_s(pending, started, limit_ns)
+            with self._cond:
+                if decision_id not in self._approvals:
+                    self._cond.wait(pause)
+
+    async def wait_async(self, decision_id: str, timeout_s: float) -> Approval:
+        """The asyncio twin of `wait`: never blocks the loop, and holds no thread while waiting.
+
+        The waiter is a future on the running loop that a resolution in this
+        process wakes (from any thread); between wake-ups it looks at the store
+        once per poll interval. Recording an expiry or an outside resolution
+        (a sink write) runs in a worker thread.
+
+        Raises:
+            as `wait`.
+        """
+        limit_ns = wait_limit_ns(timeout_s)
+        check_decision_id(decision_id)
+        started = time.monotonic_ns()
+        loop = asyncio.get_running_loop()
+        pending, _ = self._store.get(decision_id)
+        self._adopt(pending)
+        while True:
+            waiter: asyncio.Future[None] = loop.create_future()
+            with self._cond:
+                cached = self._approvals.get(decision_id)
+                if cached is not None:
+                    return cached
+                self._async_waiters.setdefault(decision_id, []).append((loop, waiter))
+            try:
+                sweep = self._claim_sweep()
+                if sweep is not None:
+                    await asyncio.to_thread(sweep)
+                if self._needs_settling(pending):
+                    approval = await asyncio.to_thread(self._settle, decision_id)
+                    if approval is not None:
+                        return approval
+                pause = self._pause_s(pending, started, limit_ns)
+                await asyncio.wait((waiter,), timeout=pause)
+            finally:
+                self._forget_waiter(decision_id, loop, waiter)
+
+    def execute(self, approval: Approval, args: Mapping[str, Any]) -> dict[str, Any]:
+        """Check that ``approval`` lets ``args`` run now; return the arguments to run.
+
+        Refused unless all of these hold: ``approval`` is an `Approval` the
+        store agrees with, its outcome is ``approved``, its deadline has not
+        passed, it was not executed before (an approval runs once), the gate
+        runs the policy it was made under, and the canonical SHA-256 of
+        ``args`` is the approved ``executed_args_sha256``.
+
+        Args:
+            approval: what `resolve`, `wait` or `wait_async` returned.
+            args: the arguments about to run (normally ``decision.args``).
+
+        Returns:
+            A fresh plain-data copy of ``args`` -- run the action with it, not
+            with ``args``, which the caller could still change.
+
+        Raises:
+            ApprovalError: any of the above does not hold; nothing may run.
+        """
+        return self._binding.execute(approval, args)
+
+    # -- machinery ------------------------------------------------------------------------
+
+    def _adopt(self, pending: PendingApproval) -> None:
+        """Start watching a decision registered elsewhere (an earlier run, another process)."""
+        with self._cond:
+            if pending.decision_id in self._known:
+                return
+            self._known[pending.decision_id] = self._clock.monotonic_ns()
+            heapq.heappush(self._deadlines, (pending.expires_ns, pending.decision_id))
+
+    def _sweep(self, due: list[str], now: int, poll: Callable[[], None]) -> None:
+        """Expire the ``due`` decisions, then ``poll``; log a store's failure, raise AuditError."""
+        try:
+            self._expire(due, now)
+            poll()
+        except AuditError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - a store hiccup must not fail a gate call
+            _log.warning("ghost.approval_store_failed", error=type_name(exc))
+
+    def _pop_due(self, now: int) -> list[str]:
+        """Take the decisions whose deadline is ``now`` or earlier off the heap (under _cond)."""
+        due: list[str] = []
+        while self._deadlines and self._deadlines[0][0] <= now:
+            _, decision_id = heapq.heappop(self._deadlines)
+            if decision_id not in self._approvals:
+                due.append(decision_id)
+        return due
+
+    def _expire(self, due: list[str], now: int) -> None:
+        for index, decision_id in enumerate(due):
+            try:
+                self._settle(decision_id)
+            except ApprovalError as exc:
+                # The store no longer knows it (or refuses it): there is nothing left to
+                # expire, and retrying on every gate call would stop the gate for good.
+                _log.warning(
+                    "ghost.approval_store_failed", decision_id=decision_id, error=type_name(exc)
+                )
+            except Exception:
+                with self._cond:  # these are retried by the next sweep
+                    for left in due[index:]:
+                        heapq.heappush(self._deadlines, (now, left))
+                raise
+
+    def _poll(self, *, force: bool) -> None:
+        real = time.monotonic_ns()
+        with self._cond:
+            if not force and real < self._next_poll_ns:
+                return
+            self._next_poll_ns = real + self._poll_ns
+        self._record_unrecorded()
+
+    def _record_unrecorded(self) -> None:
+        """Record the store's resolutions that no log holds yet, of the decisions we know."""
+        for pending, resolution in self._store.unrecorded():
+            with self._cond:
+                ours = pending.decision_id in self._known
+            if ours:
+                self._record(pending, resolution)
+
+    def _claim_sweep(self) -> Callable[[], None] | None:
+        """For an async waiter: the sweep due now, claimed so that no other waiter runs it.
+
+        The due deadlines are taken off the heap and the poll slot is taken here,
+        under the lock: a thousand waiters waking at once start one sweep, not a
+        thousand. Returns None when nothing is due.
+        """
+        now = self._clock.time_ns()
+        real = time.monotonic_ns()
+        with self._cond:
+            due = self._pop_due(now)
+            poll = real >= self._next_poll_ns
+            if poll:
+                self._next_poll_ns = real + self._poll_ns
+        if not due and not poll:
+            return None
+        return lambda: self._sweep(due, now, self._record_unrecorded if poll else _nothing)
+
+    def _needs_settling(self, pending: PendingApproval) -> bool:
+        """Whether the decision is resolved in the store or past its deadline (async poll)."""
+        if self._clock.time_ns() >= pending.expires_ns:
+            return True
+        _, resolution = self._store.get(pending.decision_id)
+        return resolution is not None
+
+    def _settle(self, decision_id: str) -> Approval | None:
+        """Return the decision's recorded approval, expiring and recording it if due; else None."""
+        with self._cond:
+            cached = self._approvals.get(decision_id)
+        if cached is not None:
+            return cached
+        pending, resolution = self._store.get(decision_id)
+        if resolution is None:
+            now = self._clock.time_ns()
+            if now < pending.expires_ns:
+                return None
+            resolution = self._expire_one(pending, now)
+        return self._record(pending, resolution)
+
+    def _expire_one(self, pending: PendingApproval, now: int) -> Resolution:
+        # At or after the deadline, so check_resolution accepts it by construction.
+        resolution = Resolution(pending.decision_id, "expired", None, max(now, pending.expires_ns))
+        try:
+            return self._store.resolve(resolution)
+        except ApprovalError:
+            _, won = self._store.get(pending.decision_id)  # resolved meanwhile: that stands
+            if won is None:
+                raise
+            return won
+
+    def _record(self, pending: PendingApproval, resolution: Resolution) -> Approval:
+        """Write the ``/approvals`` record of a resolution once; return its `Approval`."""
+        decision_id = pending.decision_id
+        with self._record_lock:
+            now_ns = self._clock.monotonic_ns()
+            with self._cond:
+                cached = self._approvals.get(decision_id)
+                # Every path here adopts the decision first; unknown, it waited for nobody here.
+                started = self._known.get(decision_id, now_ns)
+            if cached is not None:
+                return cached
+            wait_ns = now_ns - started  # approval_record clamps a clock that went wrong
+            approver = None if resolution.approver is None else self._recorded(resolution.approver)
+            record = approval_record(
+                pending, resolution, approver=approver, wait_ns=wait_ns, run_id=self._run_id
+            )
+            try:
+                address = self._sink.append(APPROVALS_TOPIC, record)
+            except Exception as exc:
+                _log.error("ghost.audit_failed", decision_id=decision_id, error=type_name(exc))
+                if isinstance(exc, AuditError):
+                    raise
+                raise AuditError(
+                    f"the resolution of decision {decision_id} could not be recorded"
+                    f" ({type_name(exc)}); the action must not run"
+                ) from exc
+            approval = Approval(
+                decision_id=decision_id,
+                decision_sha256=pending.decision_sha256,
+                decision_run_id=pending.run_id,
+                outcome=resolution.outcome,
+                approver=approver,
+                final_verdict=final_verdict(pending, resolution),
+                wait_ns=record["wait_ns"],
+                executed_args_sha256=pending.executed_args_sha256,
+                policy_sha256=pending.policy_sha256,
+                expires_ns=pending.expires_ns,
+                resolved_ns=record["stamp_ns"],
+                approval_sha256=address,
+            )
+            with self._cond:
+                self._approvals[decision_id] = approval
+                # Its wait is measured; the cached approval now stops a second record.
+                self._known.pop(decision_id, None)
+                woken = self._async_waiters.pop(decision_id, [])
+                self._cond.notify_all()
+        try:
+            self._store.mark_recorded(decision_id, address)
+        except Exception as exc:  # noqa: BLE001 - logged; a later run may log it twice, never zero
+            _log.warning("ghost.approval_store_failed", error=type_name(exc))
+        for loop, waiter in woken:
+            # A closed loop raises RuntimeError: nobody waits there any more.
+            with contextlib.suppress(RuntimeError):
+                loop.call_soon_threadsafe(_wake, waiter)
+        _log.info(
+            "ghost.approval_resolved",
+            decision_id=decision_id,
+            outcome=resolution.outcome,
+            approval_sha256=address,
+        )
+        return approval
+
+    def _pause_s(self, pending: PendingApproval, started: int, limit_ns: int | None) -> float:
+        """How long a waiter sleeps before looking again; raises TimeoutError when it is done."""
+        pause_ns = self._poll_ns
+        if limit_ns is not None:
+            remaining = limit_ns - (time.monotonic_ns() - started)
+            if remaining <= 0:
+                raise TimeoutError(
+                    f"decision {pending.decision_id} is still pending after the wait's own"
+                    " timeout; it stays pending"
+                )
+            pause_ns = min(pause_ns, remaining)
+        until_expiry = pending.expires_ns - self._clock.time_ns()
+        pause_ns = min(pause_ns, max(until_expiry, 1_000_000))
+        return pause_ns / 1_000_000_000
+
+    def _forget_waiter(
+        self, decision_id: str, loop: asyncio.AbstractEventLoop, waiter: asyncio.Future[None]
+    ) -> None:
+        with self._cond:
+            waiters = self._async_waiters.get(decision_id)
+            if waiters is None:
+                return
+            try:
+                waiters.remove((loop, waiter))
+            except ValueError:
+                return
+            if not waiters:
+                del self._async_waiters[decision_id]
+
+
+def _nothing() -> None:
+    return None
+
+
+def _wake(waiter: asyncio.Future[None]) -> None:
+    if not waiter.done():
+        waiter.set_result(None)

@@ -1,0 +1,274 @@
+"""`wait_async`: waiting for approvals on an event loop, without a thread per waiter (SPEC §3)."""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import threading
+from typing import Any
+
+import pytest
+
+from runtime import (
+    Approval,
+    ApprovalError,
+    MemoryApprovalStore,
+    PendingApproval,
+    Resolution,
+    check_resolution,
+)
+from runtime.testing import ManualClock
+from tests.runtime.approvals import S, held, make_gate, refund
+
+WAITERS = 1000
+
+
+@pytest.fixture
+def clock() -> ManualClock:
+    return ManualClock()
+
+
+def test_a_thousand_waiters_on_one_loop_cost_no_thread_each(clock: ManualClock) -> None:
+    # A poll interval longer than the test: every wake-up comes from the resolutions.
+    gate, sink, _ = make_gate(clock, poll_s=60)
+    decisions = [held(gate, refund(100 + i % 800)) for i in range(WAITERS)]
+    counts: dict[str, int] = {}
+
+    async def main() -> list[Approval]:
+        counts["before"] = threading.active_count()
+        tasks = [
+            asyncio.create_task(gate.approvals.wait_async(d.decision_id, timeout_s=120))
+            for d in decisions
+        ]
+        for _ in range(5):
+            await asyncio.sleep(0)  # every waiter reaches its await
+        counts["waiting"] = threading.active_count()
+        assert not any(task.done() for task in tasks)
+
+        def approve_all() -> None:
+            for d in decisions:
+                gate.approvals.resolve(d.decision_id, approved=True, approver="alice")
+
+        resolver = threading.Thread(target=approve_all)
+        resolver.start()
+        results = await asyncio.gather(*tasks)
+        resolver.join()
+        return results
+
+    results = asyncio.run(main())
+    assert counts["waiting"] <= counts["before"]  # a thousand waiters, not one more thread
+    assert [a.decision_id for a in results] == [d.decision_id for d in decisions]
+    assert {a.outcome for a in results} == {"approved"}
+    assert len(sink.records("/approvals")) == WAITERS
+
+
+def test_the_loop_keeps_running_while_a_waiter_waits(clock: ManualClock) -> None:
+    gate, _, _ = make_gate(clock, poll_s=0.01)
+    decision = held(gate)
+
+    async def main() -> tuple[int, Approval]:
+        ticks = 0
+        waiter = asyncio.create_task(gate.approvals.wait_async(decision.decision_id, 60))
+        while ticks < 20:
+            await asyncio.sleep(0.001)
+            ticks += 1
+        assert not waiter.done()
+        await asyncio.to_thread(
+            gate.approvals.resolve, decision.decision_id, approved=False, approver="bob"
+        )
+        return ticks, await waiter
+
+    ticks, approval = asyncio.run(main())
+    assert ticks == 20
+    assert approval.outcome == "rejected"
+
+
+def test_wait_async_raises_timeout_error_and_the_decision_stays_pending(
+    clock: ManualClock,
+) -> None:
+    gate, sink, _ = make_gate(clock, poll_s=0.01)
+    decision = held(gate)
+    for timeout in (0, 0.03):
+        with pytest.raises(TimeoutError, match="stays pending"):
+            asyncio.run(gate.approvals.wait_async(decision.decision_id, timeout))
+    assert sink.records("/approvals") == ()
+    assert [p.decision_id for p in gate.approvals.pending()] == [decision.decision_id]
+    assert gate.approvals._async_waiters == {}  # a waiter that gave up is forgotten
+
+
+def test_wait_async_sees_a_resolution_made_through_the_store(clock: ManualClock) -> None:
+    gate, sink, store = make_gate(clock, poll_s=0.01)
+    decision = held(gate)
+
+    async def main() -> Approval:
+        waiter = asyncio.create_task(gate.approvals.wait_async(decision.decision_id, 60))
+        await asyncio.sleep(0.02)
+        pending, _ = store.get(decision.decision_id)
+        resolution = Resolution(decision.decision_id, "approved", "bob", clock.time_ns())
+        check_resolution(pending, resolution)
+        store.resolve(resolution)  # as another process would
+        return await waiter
+
+    approval = asyncio.run(main())
+    assert approval.outcome == "approved"
+    assert sink.records("/approvals")[0]["approver"] == "bob"
+    assert store.unrecorded() == []
+
+
+def test_wait_async_sees_the_expiry(clock: ManualClock) -> None:
+    gate, sink, _ = make_gate(clock, poll_s=0.01)
+    decision = held(gate)
+
+    async def main() -> Approval:
+        waiter = asyncio.create_task(gate.approvals.wait_async(decision.decision_id, 60))
+        await asyncio.sleep(0.02)
+        clock.advance(600 * S)
+        return await waiter
+
+    approval = asyncio.run(main())
+    assert approval.outcome == "expired"
+    assert approval.wait_ns == 600 * S
+    assert sink.records("/approvals")[0]["outcome"] == "expired"
+
+
+def test_wait_async_returns_an_earlier_resolution_at_once(clock: ManualClock) -> None:
+    gate, _, _ = make_gate(clock)
+    decision = held(gate)
+    approval = gate.approvals.resolve(decision.decision_id, approved=True, approver="alice")
+    assert asyncio.run(gate.approvals.wait_async(decision.decision_id, 0)) is approval
+
+
+def test_acheck_wait_async_and_execute_together(clock: ManualClock) -> None:
+    gate, _, _ = make_gate(clock)
+
+    async def main() -> dict[str, Any]:
+        decision = await gate.acheck(refund(250, "USD"))
+        assert decision.verdict == "pending"
+        loop = asyncio.get_running_loop()
+        loop.call_later(
+            0.01,
+            lambda: gate.approvals.resolve(decision.decision_id, approved=True, approver="bob"),
+        )
+        approval = await gate.approvals.wait_async(decision.decision_id, 60)
+        return gate.approvals.execute(approval, decision.args)
+
+    assert asyncio.run(main()) == {"amount": 250, "currency": "EUR"}
+
+
+def test_a_cancelled_waiter_leaves_the_decision_resolvable(clock: ManualClock) -> None:
+    gate, _, _ = make_gate(clock)
+    decision = held(gate)
+
+    async def main() -> None:
+        waiter = asyncio.create_task(gate.approvals.wait_async(decision.decision_id, 60))
+        await asyncio.sleep(0)
+        waiter.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await waiter
+
+    asyncio.run(main())
+    assert gate.approvals._async_waiters == {}  # the cancelled waiter left nothing behind
+    approval = gate.approvals.resolve(decision.decision_id, approved=True, approver="alice")
+    assert approval.outcome == "approved"
+
+
+@pytest.mark.parametrize(
+    ("timeout", "error"),
+    [(math.nan, ValueError), (-1, ValueError), ("5", TypeError), (None, TypeError)],
+)
+def test_wait_async_refuses_bad_timeouts(clock: ManualClock, timeout: Any, error: type) -> None:
+    gate, _, _ = make_gate(clock)
+    decision = held(gate)
+    with pytest.raises(error, match="timeout_s"):
+        asyncio.run(gate.approvals.wait_async(decision.decision_id, timeout))
+
+
+@pytest.mark.parametrize("bad_id", [None, 7, "x" * 100_000, "\x00"])
+def test_wait_async_refuses_bad_ids(clock: ManualClock, bad_id: Any) -> None:
+    gate, _, _ = make_gate(clock)
+    with pytest.raises(ApprovalError, match="a decision id is a UUID"):
+        asyncio.run(gate.approvals.wait_async(bad_id, 1))
+
+
+def test_many_async_waiters_share_one_poll_of_the_store(clock: ManualClock) -> None:
+    class CountingStore(MemoryApprovalStore):
+        gets = 0
+        polls = 0
+
+        def get(self, decision_id: str) -> tuple[PendingApproval, Resolution | None]:
+            CountingStore.gets += 1
+            return super().get(decision_id)
+
+        def unrecorded(self) -> list[tuple[PendingApproval, Resolution]]:
+            CountingStore.polls += 1
+            return super().unrecorded()
+
+    gate, _, _ = make_gate(clock, store=CountingStore(), poll_s=0.005)
+    decisions = [held(gate, refund(100 + i)) for i in range(200)]
+
+    async def main() -> None:
+        tasks = [
+            asyncio.create_task(gate.approvals.wait_async(d.decision_id, timeout_s=120))
+            for d in decisions
+        ]
+        await asyncio.sleep(0.1)
+        CountingStore.gets = CountingStore.polls = 0
+        await asyncio.sleep(0.1)  # every waiter wakes to look at the store several times
+        gets, polls = CountingStore.gets, CountingStore.polls
+        assert gets >= len(decisions)
+        assert polls >= 2  # the waiters do poll, once per interval
+        # One sweep per poll interval for all of them, not one per waiter per wake-up.
+        assert polls * 20 <= gets
+        clock.advance(600 * S)
+        await asyncio.gather(*tasks)
+
+    asyncio.run(main())
+
+
+def test_wait_async_measures_a_decision_of_another_gate_from_when_it_began_waiting(
+    clock: ManualClock,
+) -> None:
+    store = MemoryApprovalStore()
+    first, _, _ = make_gate(clock, store=store)
+    second, sink, _ = make_gate(clock, store=store, poll_s=0.01)
+    decision = held(first)
+    clock.advance(4 * S)  # before the second gate looks: not part of its wait
+
+    async def main() -> Approval:
+        waiter = asyncio.create_task(second.approvals.wait_async(decision.decision_id, 60))
+        await asyncio.sleep(0.02)
+        clock.advance(5 * S)
+        store.resolve(Resolution(decision.decision_id, "approved", "alice", clock.time_ns()))
+        return await waiter
+
+    approval = asyncio.run(main())
+    assert approval.wait_ns == 5 * S
+    assert sink.records("/approvals")[0]["wait_ns"] == 5 * S
+
+
+def test_an_async_waiter_records_a_due_expiry_without_polling_the_store(
+    clock: ManualClock,
+) -> None:
+    class CountingStore(MemoryApprovalStore):
+        polls = 0
+
+        def unrecorded(self) -> list[tuple[PendingApproval, Resolution]]:
+            CountingStore.polls += 1
+            return super().unrecorded()
+
+    gate, sink, _ = make_gate(clock, store=CountingStore(), poll_s=60)
+    waiting = held(gate, refund(100))  # 600 s
+    short = held(gate, refund(5000))  # 60 s
+    polls_at_start = CountingStore.polls
+
+    async def main() -> None:
+        waiter = asyncio.create_task(gate.approvals.wait_async(waiting.decision_id, 0.2))
+        await asyncio.sleep(0.01)
+        clock.advance(60 * S)
+        with pytest.raises(TimeoutError):
+            await waiter
+
+    asyncio.run(main())
+    (record,) = sink.records("/approvals")
+    assert (record["decision_id"], record["outcome"]) == (short.decision_id, "expired")
+    assert CountingStore.polls == polls_at_start  # the poll was not due: only the expiry was
