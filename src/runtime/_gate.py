@@ -24,7 +24,7 @@ from __future__ import annotations
 import asyncio
 import os
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Final
 
@@ -35,6 +35,7 @@ from runtime._canonical import value_sha256
 from runtime._clock import Clock, SystemClock
 from runtime._derivation import Outcome, derive, safe_reason
 from runtime._errors import ActionDenied, ApprovalPending, AuditError
+from runtime._guard import F, ResourceFunction, guard
 from runtime._ids import make_uuid7
 from runtime._logging import get_event_log
 from runtime._policy import Policy
@@ -414,6 +415,19 @@ class Gate:
             assessment_sha256=assessment_sha256,
             decision_sha256=decision_sha256,
         )
+
+    def guard(self, *, verb: str, resource: str | ResourceFunction, agent: str) -> Callable[[F], F]:
+        """Decorate a sync or async tool function so that each call is gated (`runtime._guard`).
+
+        ``@gate.guard(verb="send", resource="mail:{to}", agent="mailer")``: each
+        call is checked (``acheck`` for a coroutine function) and, if permitted,
+        runs with ``decision.args``; ``deny`` raises `ActionDenied`, ``pending``
+        `ApprovalPending`. See `runtime._guard.guard` for the rules.
+
+        Raises:
+            GuardError: the resource or names cannot be used as declared.
+        """
+        return guard(self, verb=verb, resource=resource, agent=agent)
 
 
 class _ClockFailure(Exception):
