@@ -6,11 +6,13 @@ What a guarded call does, in order:
    defaults applied); a call that does not fit raises ``TypeError`` as the
    bare function would, before anything is decided;
 2. fill the resource: a format string whose fields name parameters, or a
-   callable given the bound arguments. A value that cannot fill it (not a
-   ``str`` or ``int``), or a callable that raises or returns no string, yields
-   a recorded ``deny``;
+   callable given the bound arguments as the gate's plain-data snapshot
+   (the caller's objects are never handed to it). A value that cannot fill
+   the format (not a ``str`` or ``int``), arguments that are not plain data,
+   or a callable that raises or returns no string, yield a recorded ``deny``;
 3. ask the gate (`Gate.check`, or `Gate.acheck` for a coroutine function, so
-   the loop never blocks) about ``Action(agent, verb, resource, args)``, where
+   the loop never blocks; a callable resource then runs in a worker thread
+   too, since it is host code that may do I/O) about ``Action(agent, verb, resource, args)``, where
    ``args`` holds every parameter under its own name (``*args`` as a list,
    ``**kwargs`` as a dict, both under their parameter's name);
 4. on ``deny`` raise `ActionDenied`, on ``pending`` raise `ApprovalPending`;
@@ -29,6 +31,7 @@ its own methods (``str``/``int`` subclasses are read as their base type).
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import inspect
 import string
@@ -123,6 +126,15 @@ def _parse_template(resource: str, signature: inspect.Signature, qualname: str) 
     return _Template(tuple(parts))
 
 
+def _call_resource(make: ResourceFunction, arguments: dict[str, Any]) -> str | UnfilledResource:
+    """The host's resource for these (plain) arguments; unfilled if it fails or gives no str."""
+    try:
+        made = make(arguments)
+    except Exception:  # noqa: BLE001 - host code failed: deny (its message is never recorded)
+        return _UNFILLED
+    return str.__str__(made) if isinstance(made, str) else _UNFILLED
+
+
 class _Guarded:
     """What one guarded function needs on each call, computed once at decoration."""
 
@@ -133,6 +145,7 @@ class _Guarded:
         "params",
         "qualname",
         "resource",
+        "resource_is_callable",
         "signature",
         "verb",
     )
@@ -162,6 +175,7 @@ class _Guarded:
         self.gate = gate
         self.verb = str.__str__(verb)
         self.agent = str.__str__(agent)
+        self.resource_is_callable = not isinstance(resource, str)
         if isinstance(resource, str):
             self.resource: _Template | ResourceFunction = _parse_template(
                 str.__str__(resource), self.signature, self.qualname
@@ -172,23 +186,28 @@ class _Guarded:
             raise GuardError(self.qualname, "resource must be a format string or a callable")
 
     def action(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Action:
-        """The action one call asks for (step 1-2). Raises TypeError as the function would."""
+        """The action one call asks for (steps 1-2). Raises TypeError as the function would."""
         bound = self.signature.bind(*args, **kwargs)
         bound.apply_defaults()
-        arguments = dict(bound.arguments)
-        resource = self._resource(arguments)
-        # An unfillable resource goes to the gate as a non-string: a recorded deny.
-        return Action(self.agent, self.verb, cast(str, resource), arguments)
-
-    def _resource(self, arguments: dict[str, Any]) -> str | UnfilledResource:
+        arguments: dict[str, Any] = dict(bound.arguments)
+        resource: str | UnfilledResource
         if isinstance(self.resource, _Template):
             text = self.resource.fill(arguments)
-            return _UNFILLED if text is None else text
-        try:
-            made = self.resource(dict(arguments))
-        except Exception:  # noqa: BLE001 - host code failed: deny (its message is never recorded)
-            return _UNFILLED
-        return str.__str__(made) if isinstance(made, str) else _UNFILLED
+            resource = _UNFILLED if text is None else text
+        else:
+            # The callable reads a snapshot taken as the gate takes it, never the caller's
+            # objects, so an argument that answers differently on a second read cannot pick
+            # the resource; the gate decides on that same snapshot. The callable gets a copy
+            # of its own, so what it does to it changes nothing that is decided.
+            snapshotter = self.gate._snapshotter
+            try:
+                arguments = snapshotter.take("", "", "", arguments).args
+                shown = snapshotter.take("", "", "", arguments).args
+            except Exception:  # noqa: BLE001 - not plain data: the gate denies (no resource)
+                return Action(self.agent, self.verb, cast(str, _UNFILLED), arguments)
+            resource = _call_resource(self.resource, shown)
+        # An unfillable resource goes to the gate as a non-string: a recorded deny.
+        return Action(self.agent, self.verb, cast(str, resource), arguments)
 
     def permitted(self, decision: Decision) -> tuple[list[Any], dict[str, Any]]:
         """Step 4-5: raise unless permitted, else ``decision.args`` as a call of the function."""
@@ -285,7 +304,11 @@ def guard(
             coroutine_fn = cast(Callable[..., Awaitable[Any]], fn)
 
             async def guarded_coroutine(*args: Any, **kwargs: Any) -> Any:
-                decision = await gate.acheck(guarded.action(args, kwargs))
+                if guarded.resource_is_callable:  # host code and a snapshot: off the loop
+                    action = await asyncio.to_thread(guarded.action, args, kwargs)
+                else:
+                    action = guarded.action(args, kwargs)
+                decision = await gate.acheck(action)
                 positional, keywords = guarded.permitted(decision)
                 return await coroutine_fn(*positional, **keywords)
 

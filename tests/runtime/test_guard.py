@@ -495,6 +495,63 @@ def test_a_resource_climbing_out_of_its_glob_denies(gate: Gate) -> None:
 # -- the resource: a callable ------------------------------------------------------------
 
 
+def test_a_callable_resource_reads_the_snapshot_never_a_lying_argument(
+    gate: Gate, sink: MemoryAuditSink
+) -> None:
+    seen: list[Any] = []
+
+    def resource(arguments: dict[str, Any]) -> str:
+        seen.append(type(arguments["to"]))
+        return f"mail:{arguments['to']}"  # would call LyingStr.__format__ on the original
+
+    received: list[Any] = []
+
+    @gate.guard(verb="send", resource=resource, agent="mailer")
+    def send(to: str) -> None:
+        received.append(to)
+
+    send(LyingStr("bob"))
+    assert seen == [str]
+    assert assessments(sink)[0]["resource"] == "mail:bob"
+    assert received == ["bob"]
+    assert type(received[0]) is str
+
+
+def test_a_callable_resource_cannot_change_what_is_decided(
+    gate: Gate, sink: MemoryAuditSink
+) -> None:
+    def resource(arguments: dict[str, Any]) -> str:
+        arguments["cc"].append("eve@attacker.example")
+        arguments["to"] = "mutated"
+        return "mail:bob"
+
+    received: list[Any] = []
+
+    @gate.guard(verb="send", resource=resource, agent="mailer")
+    def send(to: str, cc: list[str]) -> None:
+        received.append((to, cc))
+
+    send("bob", ["carol"])
+    assert received == [("bob", ["carol"])]
+    assert assessments(sink)[0]["args_sha256"] == value_sha256({"to": "bob", "cc": ["carol"]})
+
+
+def test_a_callable_resource_is_not_asked_about_arguments_that_are_not_plain_data(
+    gate: Gate, sink: MemoryAuditSink
+) -> None:
+    seen: list[Any] = []
+    calls = Calls()
+
+    @gate.guard(verb="send", resource=lambda a: seen.append(a) or "mail:bob", agent="mailer")
+    def send(to: str, attachment: Any) -> None:
+        calls(to)
+
+    with pytest.raises(ActionDenied, match="UnfilledResource"):
+        send("bob", Hostile())
+    assert (seen, calls.seen) == ([], [])
+    assert decisions(sink)[0]["verdict"] == "deny"
+
+
 def test_a_callable_resource_gets_the_bound_arguments_with_defaults(
     gate: Gate, sink: MemoryAuditSink
 ) -> None:
@@ -512,7 +569,7 @@ def test_a_callable_resource_gets_the_bound_arguments_with_defaults(
         received.append(to)
 
     send("bob")
-    assert seen == [{"to": "mutated", "domain": "example.org"}]
+    assert seen == [{"to": "mutated", "domain": "example.org"}]  # its own copy
     assert assessments(sink)[0]["resource"] == "mail:example.org"
     assert received == ["bob"]
 
@@ -603,9 +660,9 @@ def test_the_policy_sees_each_parameter_under_its_own_name(
         pass
 
     tool("x", 1, 2, z=3)
-    assert seen == [{"a": "x", "rest": (1, 2), "k": 0, "options": {"z": 3}}]
-    # What the gate decided on, by its content address: *args became a list.
+    # As plain data, as the gate snapshots it: *args became a list.
     expected = {"a": "x", "rest": [1, 2], "k": 0, "options": {"z": 3}}
+    assert seen == [expected]
     assert assessments(sink)[0]["args_sha256"] == value_sha256(expected)
 
 
@@ -854,3 +911,43 @@ def test_a_guarded_coroutine_never_blocks_the_loop() -> None:
         return await task
 
     assert asyncio.run(main()) == "bob"
+
+
+def test_an_async_guards_callable_resource_runs_off_the_loop(
+    gate: Gate, sink: MemoryAuditSink
+) -> None:
+    threads: list[int] = []
+
+    def resource(arguments: dict[str, Any]) -> str:
+        threads.append(threading.get_ident())
+        return f"mail:{arguments['to']}"
+
+    @gate.guard(verb="send", resource=resource, agent="mailer")
+    async def send(to: str) -> str:
+        return to
+
+    async def main() -> int:
+        assert await send("bob") == "bob"
+        with pytest.raises(TypeError):
+            await send()  # type: ignore[call-arg]
+        return threading.get_ident()
+
+    loop_thread = asyncio.run(main())
+    assert len(threads) == 1
+    assert threads[0] != loop_thread
+    assert assessments(sink)[0]["resource"] == "mail:bob"
+    assert len(decisions(sink)) == 1  # the call that did not bind decided nothing
+
+
+def test_an_async_guard_refuses_a_bad_call_and_an_unfillable_resource(gate: Gate) -> None:
+    @gate.guard(verb="send", resource="mail:{to}", agent="mailer")
+    async def send(to: str) -> str:
+        return to
+
+    async def main() -> None:
+        with pytest.raises(TypeError):
+            await send()  # type: ignore[call-arg]
+        with pytest.raises(ActionDenied, match="UnfilledResource"):
+            await send(None)  # type: ignore[arg-type]
+
+    asyncio.run(main())
