@@ -93,7 +93,10 @@ def _field_text(value: object) -> str | None:
     if isinstance(value, str):
         return str.__str__(value)
     if isinstance(value, int) and not isinstance(value, bool):
-        return int.__repr__(value)
+        try:
+            return int.__repr__(value)
+        except ValueError:  # more digits than the interpreter prints (int_max_str_digits)
+            return None
     return None
 
 

@@ -424,6 +424,21 @@ def test_a_value_that_is_not_str_or_int_denies_and_is_recorded(
     assert assessments(sink)[0]["resource"] == "<not a string: UnfilledResource>"
 
 
+def test_an_int_too_long_to_print_denies_rather_than_crashing(
+    gate: Gate, sink: MemoryAuditSink
+) -> None:
+    calls = Calls()
+
+    @gate.guard(verb="refund", resource="payments:{order}", agent="support")
+    def refund(order: int, amount: int) -> None:
+        calls(order)
+
+    with pytest.raises(ActionDenied, match="UnfilledResource"):
+        refund(10**5000, 1)
+    assert calls.seen == []
+    assert decisions(sink)[0]["verdict"] == "deny"
+
+
 def test_an_int_fills_a_resource(gate: Gate, sink: MemoryAuditSink) -> None:
     @gate.guard(verb="refund", resource="payments:{order}", agent="support")
     def refund(order: int, amount: int) -> None:

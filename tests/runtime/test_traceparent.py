@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 import runtime._traceparent as traceparent_module
 from runtime import TraceContextError, parse_traceparent, parse_tracestate
 from runtime._traceparent import TraceParent, bound_tracestate, make_span_id, make_trace_id
+from tests.runtime.scaling import assert_linear
 from tests.strategies import (
     invalid_tracestate_members,
     tracestate_headers,
@@ -572,3 +573,27 @@ def test_crafted_headers_cost_linear_steps(make: Callable[[int], str]) -> None:
     small_steps, large_steps = _parse_steps(small), _parse_steps(large)
     # 8x the input may cost at most ~8x the steps (plus a constant); quadratic would be 64x.
     assert large_steps <= 10 * small_steps + 50
+
+
+def _parse_or_none(text: str) -> object:
+    try:
+        return parse_tracestate(text)
+    except TraceContextError:
+        return None
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda n: "a" * n,
+        lambda n: "a=" + " " * n + "b",
+        lambda n: "," * n,
+        lambda n: " \t," * (n // 3),
+        lambda n: "k" + "=v" * (n // 2),
+        lambda n: "a@" * (n // 2) + "=b",
+    ],
+)
+def test_crafted_headers_cost_linear_time(make: Callable[[int], str]) -> None:
+    # CPU time of two sizes compared (tests/runtime/scaling.py): this also covers the
+    # builtins the step count above cannot see into.
+    assert_linear(_parse_or_none, make, 800)
