@@ -89,9 +89,13 @@ class _Template:
 
 
 def _field_text(value: object) -> str | None:
-    """A value as resource text, read as its base type; None unless ``str`` or ``int``."""
+    """A value as resource text, read as its base type; None unless ``str`` or ``int``.
+
+    A ``str`` subclass is safe as it is: `_Template.fill` joins it, and the gate
+    reads every name through ``str``'s own methods.
+    """
     if isinstance(value, str):
-        return str.__str__(value)
+        return value  # str.join reads the characters: no method of a subclass runs
     if isinstance(value, int) and not isinstance(value, bool):
         try:
             return int.__repr__(value)
@@ -135,7 +139,7 @@ def _call_resource(make: ResourceFunction, arguments: dict[str, Any]) -> str | U
         made = make(arguments)
     except Exception:  # noqa: BLE001 - host code failed: deny (its message is never recorded)
         return _UNFILLED
-    return str.__str__(made) if isinstance(made, str) else _UNFILLED
+    return made if isinstance(made, str) else _UNFILLED  # the gate reads it as a str
 
 
 class _Guarded:
@@ -176,12 +180,12 @@ class _Guarded:
             p.name for p in self.params if p.kind in (_P.POSITIONAL_OR_KEYWORD, _P.KEYWORD_ONLY)
         )
         self.gate = gate
-        self.verb = str.__str__(verb)
-        self.agent = str.__str__(agent)
+        self.verb = verb  # the gate reads names through str's own methods
+        self.agent = agent
         self.resource_is_callable = not isinstance(resource, str)
         if isinstance(resource, str):
             self.resource: _Template | ResourceFunction = _parse_template(
-                str.__str__(resource), self.signature, self.qualname
+                resource, self.signature, self.qualname
             )
         elif callable(resource):
             self.resource = resource
@@ -324,8 +328,8 @@ def guard(
                 return fn(*positional, **keywords)
 
             wrapper = guarded_call
+        # Sets __wrapped__, through which inspect.signature reports the original's.
         functools.update_wrapper(wrapper, fn)
-        wrapper.__signature__ = guarded.signature  # type: ignore[attr-defined]
         return cast(F, wrapper)
 
     return decorate

@@ -385,8 +385,12 @@ def test_a_function_whose_signature_cannot_be_read_is_refused(gate: Gate) -> Non
         def __call__(self) -> None:
             pass
 
+    decorate = gate.guard(verb="send", resource="mail:x", agent="mailer")
+    with pytest.raises(GuardError, match="signature cannot be read") as info:
+        decorate(Opaque())  # inspect.signature raises TypeError
+    assert info.value.function == "Opaque"  # no __qualname__: named by its type
     with pytest.raises(GuardError, match="signature cannot be read"):
-        gate.guard(verb="send", resource="mail:x", agent="mailer")(Opaque())
+        decorate(vars)  # inspect.signature raises ValueError
 
 
 # -- the resource: values that cannot fill it deny, recorded ----------------------------
@@ -799,6 +803,18 @@ def test_a_kwargs_key_that_would_shadow_a_parameter_is_refused(gate: Gate) -> No
 
     @gate.guard(verb="shadow", resource="db:x", agent="bot")
     def shadow(limit: int = 5, **extra: Any) -> None:
+        calls(limit, extra)
+
+    with pytest.raises(GuardError, match=r"\*\*extra holds a key naming a parameter"):
+        shadow(limit=1000)
+    assert calls.seen == []
+
+
+def test_a_kwargs_key_that_would_shadow_a_keyword_only_parameter_is_refused(gate: Gate) -> None:
+    calls = Calls()
+
+    @gate.guard(verb="shadow", resource="db:x", agent="bot")
+    def shadow(*, limit: int = 5, **extra: Any) -> None:
         calls(limit, extra)
 
     with pytest.raises(GuardError, match=r"\*\*extra holds a key naming a parameter"):
