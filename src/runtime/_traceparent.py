@@ -20,6 +20,7 @@ __all__ = [
     "TraceParent",
     "bound_tracestate",
     "is_level1_key",
+    "join_tracestate",
     "make_span_id",
     "make_trace_id",
     "parse_traceparent",
@@ -220,26 +221,23 @@ def bound_tracestate(
         a new list: ``members`` in order, less what had to go.
     """
     kept = list(members)
-    size = _joined_chars(kept)
-    index = len(kept) - 1
-    while size > max_chars and index >= 0:
-        if _entry_chars(kept[index]) > _TRACESTATE_LARGE_ENTRY_CHARS:
-            del kept[index]
-            size = _joined_chars(kept)
-        index -= 1
-    while size > max_chars:
+    long_ones = [i for i, m in enumerate(kept) if len(_entry(m)) > _TRACESTATE_LARGE_ENTRY_CHARS]
+    for index in reversed(long_ones):  # right to left, so the indexes left of it hold
+        if len(join_tracestate(kept)) <= max_chars:
+            return kept
+        del kept[index]
+    while len(join_tracestate(kept)) > max_chars:
         kept.pop()
-        size = _joined_chars(kept)
     return kept
 
 
-def _entry_chars(member: tuple[str, str]) -> int:
-    return len(member[0]) + 1 + len(member[1])
+def join_tracestate(members: list[tuple[str, str]]) -> str:
+    """``members`` as a header: ``k=v`` entries joined by ``,``, without whitespace."""
+    return ",".join(map(_entry, members))
 
 
-def _joined_chars(members: list[tuple[str, str]]) -> int:
-    """The length of ``members`` joined as a header: entries plus the commas between them."""
-    return sum(_entry_chars(m) for m in members) + max(0, len(members) - 1)
+def _entry(member: tuple[str, str]) -> str:
+    return f"{member[0]}={member[1]}"
 
 
 def make_trace_id() -> str:
