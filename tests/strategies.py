@@ -567,3 +567,64 @@ def decision_trace_reports_with_approvals(draw: st.DrawFn) -> DecisionTraceRepor
         resolved_decision_ids=resolved,
         problems=report.problems,
     )
+
+
+# --- runtime: W3C tracestate (issue 7, ADR 0018) -------------------------------------
+
+TRACESTATE_KEY_FIRST = "abcdefghijklmnopqrstuvwxyz0123456789"
+TRACESTATE_KEY_CHARS = TRACESTATE_KEY_FIRST + "_-*/@"
+TRACESTATE_VALUE_CHARS = "".join(chr(c) for c in range(0x20, 0x7F) if chr(c) not in ",=")
+
+
+def tracestate_keys() -> st.SearchStrategy[str]:
+    """Level 2 keys: a letter or digit, then up to 255 of ``a-z 0-9 _ - * / @``."""
+    first = st.sampled_from(TRACESTATE_KEY_FIRST)
+    rest = st.text(TRACESTATE_KEY_CHARS, max_size=255)
+    return st.builds(str.__add__, first, rest)
+
+
+def tracestate_values() -> st.SearchStrategy[str]:
+    """Values: 1-256 printable ASCII characters but ``,`` and ``=``, not ending in a space."""
+    body = st.text(TRACESTATE_VALUE_CHARS, max_size=255)
+    last = st.sampled_from(TRACESTATE_VALUE_CHARS.replace(" ", ""))
+    return st.builds(str.__add__, body, last)
+
+
+def tracestate_members(max_size: int = 32) -> st.SearchStrategy[list[tuple[str, str]]]:
+    """Lists of valid members with distinct keys."""
+    return st.lists(
+        st.tuples(tracestate_keys(), tracestate_values()),
+        max_size=max_size,
+        unique_by=lambda member: member[0],
+    )
+
+
+@st.composite
+def tracestate_headers(draw: st.DrawFn, members: list[tuple[str, str]]) -> str:
+    """``members`` written as a header with random optional whitespace and empty members."""
+    ows = st.text(" \t", max_size=3)
+    parts: list[str] = []
+    for key, value in members:
+        parts.extend(draw(ows) for _ in range(draw(st.integers(0, 2))))  # empty members
+        parts.append(f"{draw(ows)}{key}={value}{draw(ows)}")
+    parts.extend(draw(ows) for _ in range(draw(st.integers(0, 2))))
+    return ",".join(parts)
+
+
+def invalid_tracestate_members() -> st.SearchStrategy[str]:
+    """Members that break the grammar: each one must make the whole header drop."""
+    key = tracestate_keys()
+    value = tracestate_values()
+    bad_first = st.sampled_from("_-*/@ABZ.é")
+    bad_key_char = st.sampled_from("ABZ.:;é\x00\x7f")
+    bad_value_char = st.sampled_from("=\x00\x1f\x7f\té€")
+    return st.one_of(
+        st.builds("{}{}={}".format, bad_first, st.text(TRACESTATE_KEY_CHARS, max_size=8), value),
+        st.builds(lambda k, c, v: f"{k}{c}={v}", key, bad_key_char, value),
+        st.builds(lambda k, v: f"{k[0] * 257}={v}", key, value),  # key too long
+        st.builds(lambda k: f"{k}=", key),  # empty value
+        st.builds(lambda k: k, key),  # no "="
+        st.builds(lambda k: f"={k}", key),  # empty key
+        st.builds(lambda k, v, c: f"{k}={v}{c}{v}", key, value, bad_value_char),
+        st.builds(lambda k, v: f"{k}={v[-1] * 257}", key, value),  # value too long
+    )

@@ -15,6 +15,7 @@
     │   │   └── NarrowingEscape          a ``within`` path that leaves its directory
     │   └── ScrubLimitExceeded(ValueError)  arguments the scrubber cannot finish within its bounds
     ├── ApprovalError                    misuse of the approval queue
+    ├── GuardError(TypeError)            `Gate.guard` misused, or gate args its function cannot take
     ├── ActionDenied                     `Gate.enforce` on a `deny` verdict
     ├── ApprovalPending                  `Gate.enforce` on a `pending` verdict
     └── AuditError                       a decision that could not be recorded
@@ -44,6 +45,7 @@ __all__ = [
     "ConditionTypeError",
     "EvaluationError",
     "GhostError",
+    "GuardError",
     "NarrowingError",
     "NarrowingEscape",
     "PolicyError",
@@ -255,6 +257,28 @@ class ScrubLimitExceeded(EvaluationError, ValueError):
 
 class ApprovalError(GhostError):
     """The approval queue was misused: unknown id, second resolution, approver not allowed."""
+
+
+class GuardError(GhostError, TypeError):
+    """A function `Gate.guard` cannot guard as declared, or cannot call with the gate's arguments.
+
+    At decoration: a resource format string with a field that is positional,
+    reads an attribute or an index, names no parameter (or ``*args`` /
+    ``**kwargs``), or carries a conversion or format spec; a non-string verb
+    or agent. At call time, after a permitting verdict: ``decision.args`` that
+    do not fit the function's parameters (a narrowing added an argument it has
+    no parameter for, or removed a required one); the function is not called,
+    since running it without the narrowing would undo the decision.
+
+    Attributes:
+        function: the guarded function's qualified name.
+        problem: what is wrong; never an argument's value.
+    """
+
+    def __init__(self, function: str, problem: str) -> None:
+        self.function = function
+        self.problem = problem
+        super().__init__(f"cannot guard {function}: {problem}")
 
 
 class AuditError(GhostError):

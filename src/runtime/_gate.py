@@ -30,7 +30,7 @@ from __future__ import annotations
 import asyncio
 import os
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Final
 
@@ -44,6 +44,7 @@ from runtime._canonical import value_sha256
 from runtime._clock import Clock, SystemClock
 from runtime._derivation import Outcome, derive, safe_reason
 from runtime._errors import ActionDenied, ApprovalPending, AuditError
+from runtime._guard import F, ResourceFunction, guard
 from runtime._ids import make_uuid7
 from runtime._logging import get_event_log
 from runtime._policy import Policy
@@ -521,6 +522,19 @@ class Gate:
                 f"decision {decision_id} is pending but could not be registered for approval"
                 f" ({type_name(exc)}); no one can approve it, and the action must not run"
             ) from exc
+
+    def guard(self, *, verb: str, resource: str | ResourceFunction, agent: str) -> Callable[[F], F]:
+        """Decorate a sync or async tool function so that each call is gated (`runtime._guard`).
+
+        ``@gate.guard(verb="send", resource="mail:{to}", agent="mailer")``: each
+        call is checked (``acheck`` for a coroutine function) and, if permitted,
+        runs with ``decision.args``; ``deny`` raises `ActionDenied`, ``pending``
+        `ApprovalPending`. See `runtime._guard.guard` for the rules.
+
+        Raises:
+            GuardError: the resource or names cannot be used as declared.
+        """
+        return guard(self, verb=verb, resource=resource, agent=agent)
 
 
 class _HeldWithoutTerms(Exception):

@@ -19,6 +19,13 @@ else is rejected like a malformed header. `Tracing.begin` may raise when the
 host's OpenTelemetry SDK does (a span processor that raises in ``on_start``):
 the gate then uses `Tracing.fallback`, which touches no OpenTelemetry SDK code
 and cannot raise, and denies.
+
+``tracestate`` (ADR 0018): a supplied one is read only beside a valid
+traceparent, parsed with the Level 2 grammar and dropped whole if any member
+is invalid; what is propagated (``decision.tracestate``, from the supplied
+header or the current span's) is bounded to 512 characters by removing whole
+entries as W3C asks. The span's parent gets the members whose keys
+OpenTelemetry's API accepts (its Level 1 grammar).
 """
 
 from __future__ import annotations
@@ -39,6 +46,9 @@ from opentelemetry.trace import (
 from runtime._errors import TraceContextError
 from runtime._traceparent import (
     TraceParent,
+    bound_tracestate,
+    is_level1_key,
+    join_tracestate,
     make_span_id,
     make_trace_id,
     parse_traceparent,
@@ -101,7 +111,7 @@ class Tracing:
         if supplied is not None and tracestate is not None:
             try:
                 header = _header(tracestate, "tracestate")
-                state = parse_tracestate(header) if header is not None else None
+                state = bound_tracestate(parse_tracestate(header)) if header is not None else None
             except TraceContextError:
                 state = None
 
@@ -111,7 +121,7 @@ class Tracing:
                 int(supplied.span_id, 16),
                 is_remote=True,
                 trace_flags=TraceFlags(supplied.trace_flags & _PROPAGATED_FLAGS),
-                trace_state=TraceState(state or []),
+                trace_state=_otel_trace_state(state),
             )
             parent_ctx: SpanContext | None = remote
             context = otel_trace.set_span_in_context(NonRecordingSpan(remote))
@@ -122,7 +132,7 @@ class Tracing:
             current = otel_trace.get_current_span().get_span_context()
             parent_ctx = current if current.is_valid else None
             if parent_ctx is not None:
-                state = list(parent_ctx.trace_state.items()) or None
+                state = bound_tracestate(list(parent_ctx.trace_state.items())) or None
             if rejected is not None:
                 origin = "replaced_invalid"
             else:
@@ -146,7 +156,7 @@ class Tracing:
             span_id=span_id,
             parent_span_id=None if parent_ctx is None else f"{parent_ctx.span_id:016x}",
             trace_flags=flags,
-            tracestate=",".join(f"{k}={v}" for k, v in state) if state else None,
+            tracestate=join_tracestate(state) if state else None,
             origin=origin,
             rejected=rejected,
             span=span,
@@ -176,6 +186,16 @@ class Tracing:
             rejected=rejected,
             span=otel_trace.INVALID_SPAN,
         )
+
+
+def _otel_trace_state(state: list[tuple[str, str]] | None) -> TraceState:
+    """The members OpenTelemetry's `TraceState` can hold: those with Level 1 keys.
+
+    OpenTelemetry's API still enforces the Level 1 key grammar, and logs the
+    text of any member it refuses; filtering first keeps header text out of
+    the host's logs. ``decision.tracestate`` keeps every Level 2 member.
+    """
+    return TraceState([(key, value) for key, value in state or () if is_level1_key(key)])
 
 
 def _parse_parent(traceparent: object) -> tuple[TraceParent | None, str | None]:

@@ -399,3 +399,87 @@ def test_a_header_that_is_not_text_is_rejected_and_a_str_subclass_is_read_plainl
     assert (sly.origin, sly.trace_id, sly.tracestate) == ("supplied", TRACE_ID, "vendor=abc")
     dropped = tracing.begin(HEADER, b"vendor=abc")  # type: ignore[arg-type]
     assert (dropped.origin, dropped.tracestate) == ("supplied", None)
+
+
+# -- tracestate end to end: Level 2 grammar, the 512-character bound (ADR 0018) --------
+
+
+def _gate_with(provider: TracerProvider) -> Gate:
+    return Gate(Policy.from_dict(POLICY), sink=MemoryAuditSink(), tracer_provider=provider)
+
+
+def test_level_2_keys_reach_the_decision_and_otel_gets_what_it_can_hold(
+    provider: TracerProvider, exporter: InMemorySpanExporter, caplog: pytest.LogCaptureFixture
+) -> None:
+    header = "1abc=one,rojo=00f067aa0ba902b7,foo@=two,t@" + "v" * 15 + "=three,fw529a3039@dt=x"
+    with caplog.at_level("DEBUG"):
+        decision = _gate_with(provider).check(ACTION, traceparent=HEADER, tracestate=header)
+    assert decision.trace_origin == "supplied"
+    assert decision.tracestate == header  # every Level 2 member propagates
+    (span,) = exporter.get_finished_spans()
+    assert span.parent is not None
+    assert span.context is not None
+    # OpenTelemetry's TraceState holds Level 1 keys only; the others never reach it,
+    # so it never logs (header text in the host's logs) a member it refuses.
+    assert list(span.context.trace_state.items()) == [
+        ("rojo", "00f067aa0ba902b7"),
+        ("fw529a3039@dt", "x"),
+    ]
+    assert not [r for r in caplog.records if r.name.startswith("opentelemetry")]
+
+
+def test_one_invalid_member_drops_the_whole_tracestate_end_to_end(
+    provider: TracerProvider, exporter: InMemorySpanExporter
+) -> None:
+    decision = _gate_with(provider).check(
+        ACTION, traceparent=HEADER, tracestate="rojo=1,@bad=2,congo=3"
+    )
+    assert (decision.trace_origin, decision.tracestate) == ("supplied", None)
+    (span,) = exporter.get_finished_spans()
+    assert span.context is not None
+    assert len(span.context.trace_state) == 0
+    assert decision.trace_id == TRACE_ID  # the traceparent itself is kept
+
+
+def test_a_supplied_tracestate_over_512_characters_is_truncated_by_whole_entries(
+    provider: TracerProvider, exporter: InMemorySpanExporter
+) -> None:
+    members = [(f"k{i:02}", "v" * 100) for i in range(4)]  # 104 each: 419 with commas
+    long = ("long", "x" * 200)  # 205: over 128, so it goes first
+    tail = ("z", "y" * 60)  # 62
+    header = ",".join(f"{k}={v}" for k, v in [members[0], long, *members[1:], tail])
+    assert len(header) == 419 + 205 + 62 + 2
+    decision = _gate_with(provider).check(ACTION, traceparent=HEADER, tracestate=header)
+    expected = [*members, tail]
+    assert decision.tracestate == ",".join(f"{k}={v}" for k, v in expected)
+    assert decision.tracestate is not None
+    assert len(decision.tracestate) <= 512
+    (span,) = exporter.get_finished_spans()
+    assert span.context is not None
+    assert list(span.context.trace_state.items()) == expected
+
+
+def test_the_current_spans_tracestate_is_bounded_too() -> None:
+    state = [(f"k{i:02}", "v" * 100) for i in range(10)]  # 1049 characters joined
+    host = SpanContext(
+        int(TRACE_ID, 16),
+        int(PARENT, 16),
+        is_remote=False,
+        trace_flags=TraceFlags(TraceFlags.SAMPLED),
+        trace_state=TraceState(state),
+    )
+    gate = Gate(Policy.from_dict(POLICY), sink=MemoryAuditSink())
+    with otel_trace.use_span(NonRecordingSpan(host)):
+        decision = gate.check(ACTION)
+    assert decision.trace_origin == "otel"
+    assert decision.tracestate == ",".join(f"{k}={v}" for k, v in state[:4])
+
+
+def test_a_tracestate_of_exactly_512_characters_is_propagated_unchanged() -> None:
+    header = "a=" + "x" * 254 + ",b=" + "y" * 253
+    assert len(header) == 512
+    gate = Gate(Policy.from_dict(POLICY), sink=MemoryAuditSink())
+    assert gate.check(ACTION, traceparent=HEADER, tracestate=header).tracestate == header
+    longer = header + "y"  # b's value is now 254 characters: 513 in all
+    decision = gate.check(ACTION, traceparent=HEADER, tracestate=longer)
+    assert decision.tracestate == "a=" + "x" * 254  # b (right-most, over 128) goes
