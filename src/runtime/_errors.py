@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, Literal
 
 if TYPE_CHECKING:
     from runtime._action import Decision
+    from runtime._approval import Approval
 
 __all__ = [
     "ActionDenied",
@@ -286,15 +287,24 @@ class AuditError(GhostError):
 
 
 class ActionDenied(GhostError):
-    """Raised by `Gate.enforce` when the verdict is ``deny``.
+    """Raised by `Gate.enforce` when the verdict is ``deny``, and by a guard that waited in vain.
 
     Attributes:
         decision: the recorded decision.
+        approval: for a ``pending`` decision a guard waited on, the approval that
+            ended it ``rejected`` or ``expired``; otherwise None.
     """
 
-    def __init__(self, decision: Decision) -> None:
+    def __init__(self, decision: Decision, approval: Approval | None = None) -> None:
         self.decision = decision
-        super().__init__(f"action denied ({decision.decision_id}): {decision.reason}")
+        self.approval = approval
+        if approval is None:
+            why = decision.reason
+        elif approval.outcome == "expired":
+            why = "its approval expired before anyone resolved it"
+        else:
+            why = f"its approval was {approval.outcome} by {approval.approver}"
+        super().__init__(f"action denied ({decision.decision_id}): {why}")
 
 
 class ApprovalPending(GhostError):

@@ -523,18 +523,21 @@ class Gate:
                 f" ({type_name(exc)}); no one can approve it, and the action must not run"
             ) from exc
 
-    def guard(self, *, verb: str, resource: str | ResourceFunction, agent: str) -> Callable[[F], F]:
+    def guard(
+        self, *, verb: str, resource: str | ResourceFunction, agent: str, wait: bool = False
+    ) -> Callable[[F], F]:
         """Decorate a sync or async tool function so that each call is gated (`runtime._guard`).
 
         ``@gate.guard(verb="send", resource="mail:{to}", agent="mailer")``: each
         call is checked (``acheck`` for a coroutine function) and, if permitted,
         runs with ``decision.args``; ``deny`` raises `ActionDenied`, ``pending``
-        `ApprovalPending`. See `runtime._guard.guard` for the rules.
+        `ApprovalPending` -- or, with ``wait=True``, waits for the approval and
+        runs once approved. See `runtime._guard.guard` for the rules.
 
         Raises:
             GuardError: the resource or names cannot be used as declared.
         """
-        return guard(self, verb=verb, resource=resource, agent=agent)
+        return guard(self, verb=verb, resource=resource, agent=agent, wait=wait)
 
 
 class _HeldWithoutTerms(Exception):

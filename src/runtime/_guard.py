@@ -16,7 +16,12 @@ What a guarded call does, in order:
    ``args`` holds every parameter under its own name (``*args`` as a list,
    ``**kwargs`` as a dict, both under their parameter's name);
 4. on ``deny`` raise `ActionDenied`, on ``pending`` raise `ApprovalPending`;
-   an `AuditError` propagates. In none of these is the function called;
+   an `AuditError` propagates. In none of these is the function called.
+   With ``wait=True``, ``pending`` instead waits in ``gate.approvals`` until
+   the decision is resolved or expires (its rule's timeout): approved, the
+   arguments pass `ApprovalQueue.execute` (bound to what was approved, under
+   the same policy, once) and the call goes on; rejected or expired, it raises
+   `ActionDenied` carrying the approval;
 5. otherwise call the function with ``decision.args`` — the gate's narrowed
    and scrubbed snapshot, never the caller's objects — mapped back onto the
    parameters. Arguments the gate removed are not passed (a default applies);
@@ -34,12 +39,14 @@ from __future__ import annotations
 import asyncio
 import functools
 import inspect
+import math
 import string
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final, TypeVar, cast
 
 from runtime._action import Action, Decision
+from runtime._approval import Approval
 from runtime._errors import ActionDenied, ApprovalPending, GuardError
 from runtime._verdict import RuntimeVerdict
 
@@ -155,6 +162,7 @@ class _Guarded:
         "resource_is_callable",
         "signature",
         "verb",
+        "wait",
     )
 
     def __init__(
@@ -165,11 +173,15 @@ class _Guarded:
         verb: str,
         resource: str | ResourceFunction,
         agent: str,
+        wait: bool,
     ) -> None:
         self.qualname = getattr(fn, "__qualname__", type(fn).__name__)
         for field, value in (("verb", verb), ("agent", agent)):
             if not isinstance(value, str):
                 raise GuardError(self.qualname, f"{field} must be a string")
+        if type(wait) is not bool:
+            raise GuardError(self.qualname, "wait must be True or False")
+        self.wait = wait
         try:
             self.signature = inspect.signature(fn)
         except (TypeError, ValueError):
@@ -221,12 +233,31 @@ class _Guarded:
         if decision.verdict is RuntimeVerdict.DENY:
             raise ActionDenied(decision)
         if decision.verdict is RuntimeVerdict.PENDING:
-            raise ApprovalPending(decision)
-        return self.call_args(decision)
+            if not self.wait:
+                raise ApprovalPending(decision)
+            approval = self.gate.approvals.wait(decision.decision_id, math.inf)
+            return self.approved(decision, approval)
+        return self.call_args(decision, decision.args)
 
-    def call_args(self, decision: Decision) -> tuple[list[Any], dict[str, Any]]:
-        """Map ``decision.args`` back onto the parameters; GuardError if they do not fit."""
-        remaining = dict(decision.args)
+    async def permitted_async(self, decision: Decision) -> tuple[list[Any], dict[str, Any]]:
+        """`permitted` for a coroutine function: the wait holds no thread and never blocks."""
+        if decision.verdict is RuntimeVerdict.PENDING and self.wait:
+            approval = await self.gate.approvals.wait_async(decision.decision_id, math.inf)
+            # execute may read the store (a file, for a SQLite store): off the loop.
+            return await asyncio.to_thread(self.approved, decision, approval)
+        return self.permitted(decision)
+
+    def approved(self, decision: Decision, approval: Approval) -> tuple[list[Any], dict[str, Any]]:
+        """The call an approval lets run, or `ActionDenied` for a rejection or an expiry."""
+        if not approval.approved:
+            raise ActionDenied(decision, approval)
+        return self.call_args(decision, self.gate.approvals.execute(approval, decision.args))
+
+    def call_args(
+        self, decision: Decision, args: Mapping[str, Any]
+    ) -> tuple[list[Any], dict[str, Any]]:
+        """Map the decided ``args`` onto the parameters; GuardError if they do not fit."""
+        remaining = dict(args)
         positional: list[Any] = []
         keywords: dict[str, Any] = {}
         in_order = True  # every positional parameter so far is present
@@ -272,7 +303,7 @@ class _Guarded:
 
 
 def guard(
-    gate: Gate, *, verb: str, resource: str | ResourceFunction, agent: str
+    gate: Gate, *, verb: str, resource: str | ResourceFunction, agent: str, wait: bool = False
 ) -> Callable[[F], F]:
     """Return a decorator that gates every call of a sync or async tool function.
 
@@ -284,6 +315,8 @@ def guard(
             ``int``, read as its base type); or a callable taking a dict of
             the bound arguments (defaults applied) and returning the resource.
         agent: who acts.
+        wait: on ``pending``, wait for the approval (until it is resolved or
+            expires) instead of raising `ApprovalPending`.
 
     Returns:
         a decorator; the function it returns keeps the original's name,
@@ -296,8 +329,11 @@ def guard(
             or has a conversion or format spec; a malformed format string; a
             non-string verb or agent; an async generator function. At call
             time, arguments the gate returned that the function cannot take.
-        ActionDenied: (at call time) the verdict is ``deny``.
-        ApprovalPending: (at call time) the verdict is ``pending``.
+        ActionDenied: (at call time) the verdict is ``deny``; with ``wait``, the
+            approval was rejected or expired.
+        ApprovalPending: (at call time) the verdict is ``pending`` and ``wait`` is False.
+        ApprovalError: (at call time, with ``wait``) the approved arguments no
+            longer pass `ApprovalQueue.execute` (another policy, a second run).
         AuditError: (at call time) the decision could not be recorded.
     """
 
@@ -306,7 +342,7 @@ def guard(
             raise GuardError(type(fn).__name__, "only a function can be guarded")
         if inspect.isasyncgenfunction(fn):
             raise GuardError(fn.__qualname__, "an async generator function cannot be guarded")
-        guarded = _Guarded(gate, fn, verb=verb, resource=resource, agent=agent)
+        guarded = _Guarded(gate, fn, verb=verb, resource=resource, agent=agent, wait=wait)
         if inspect.iscoroutinefunction(fn):
             coroutine_fn = cast(Callable[..., Awaitable[Any]], fn)
 
@@ -316,7 +352,7 @@ def guard(
                 else:
                     action = guarded.action(args, kwargs)
                 decision = await gate.acheck(action)
-                positional, keywords = guarded.permitted(decision)
+                positional, keywords = await guarded.permitted_async(decision)
                 return await coroutine_fn(*positional, **keywords)
 
             wrapper: Callable[..., Any] = guarded_coroutine
