@@ -12,6 +12,14 @@ This package imports neither `audit` nor `mcap` (ADR 0001).
 """
 
 from runtime._action import Action, Decision
+from runtime._approval_sqlite import SqliteApprovalStore
+from runtime._approval_store import (
+    ApprovalStore,
+    MemoryApprovalStore,
+    PendingApproval,
+    Resolution,
+    check_resolution,
+)
 from runtime._canonical import (
     StrictJSONError,
     canonical_bytes,
@@ -27,6 +35,7 @@ from runtime._errors import (
     AmbiguousResource,
     ApprovalError,
     ApprovalPending,
+    ApprovalStoreError,
     AuditError,
     CanonicalEncodingError,
     ConditionError,
@@ -57,6 +66,8 @@ __all__ = [
     "ApprovalError",
     "ApprovalPending",
     "ApprovalSpec",
+    "ApprovalStore",
+    "ApprovalStoreError",
     "AuditError",
     "AuditSink",
     "CanonicalEncodingError",
@@ -69,10 +80,13 @@ __all__ = [
     "Finding",
     "Gate",
     "GhostError",
+    "MemoryApprovalStore",
     "NarrowingError",
     "NarrowingEscape",
+    "PendingApproval",
     "Policy",
     "PolicyError",
+    "Resolution",
     "Rule",
     "RunStart",
     "RuntimeVerdict",
@@ -80,6 +94,7 @@ __all__ = [
     "ScrubResult",
     "ScrubSettings",
     "Scrubber",
+    "SqliteApprovalStore",
     "StrictJSONError",
     "SystemClock",
     "TraceContextError",
@@ -87,6 +102,7 @@ __all__ = [
     "UnsupportedValue",
     "canonical_bytes",
     "canonical_resource",
+    "check_resolution",
     "content_address",
     "jcs_bytes",
     "loads_strict",

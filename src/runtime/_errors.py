@@ -15,6 +15,7 @@
     │   │   └── NarrowingEscape          a ``within`` path that leaves its directory
     │   └── ScrubLimitExceeded(ValueError)  arguments the scrubber cannot finish within its bounds
     ├── ApprovalError                    misuse of the approval queue
+    │   └── ApprovalStoreError           an approval store that cannot be used (file, lock)
     ├── ActionDenied                     `Gate.enforce` on a `deny` verdict
     ├── ApprovalPending                  `Gate.enforce` on a `pending` verdict
     └── AuditError                       a decision that could not be recorded
@@ -38,6 +39,7 @@ __all__ = [
     "AmbiguousResource",
     "ApprovalError",
     "ApprovalPending",
+    "ApprovalStoreError",
     "AuditError",
     "CanonicalEncodingError",
     "ConditionError",
@@ -255,6 +257,25 @@ class ScrubLimitExceeded(EvaluationError, ValueError):
 
 class ApprovalError(GhostError):
     """The approval queue was misused: unknown id, second resolution, approver not allowed."""
+
+
+class ApprovalStoreError(ApprovalError):
+    """An approval store cannot be used: it is missing, damaged, foreign, newer, or stays locked.
+
+    A subclass of `ApprovalError`, so that code which treats every approval
+    error as "do not run the action" stays closed; a separate class, so that a
+    caller (the queue, ``ghost approvals``) can tell a store it cannot read
+    from a resolution the store refused.
+
+    Attributes:
+        path: the store's file.
+        problem: what is wrong, a sentence fragment a user can act on.
+    """
+
+    def __init__(self, path: str, problem: str) -> None:
+        self.path = path
+        self.problem = problem
+        super().__init__(f"approval store {path}: {problem}")
 
 
 class AuditError(GhostError):
