@@ -18,8 +18,8 @@ What the store promises:
    these kinds before anything is written to it:
 
    * missing: created with mode 0600 (``create=True``), else refused;
-   * empty (no tables, no application id): made a store (``create=True``),
-     else refused;
+   * empty (no schema objects, no application id or user version): made a
+     store (``create=True``), else refused;
    * a ghost approval store of this schema version: used;
    * a ghost approval store of a newer schema version: refused;
    * any other SQLite database (another application id, no schema table):
@@ -407,11 +407,11 @@ class SqliteApprovalStore:
     def _inspect(self, conn: sqlite3.Connection) -> str:
         """Return ``"empty"`` or ``"store"``; raise for every other kind of file."""
         (application_id,) = conn.execute("PRAGMA application_id").fetchone()
-        tables = {
-            name for (name,) in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")
-        }
-        if application_id == 0 and not tables:
+        (user_version,) = conn.execute("PRAGMA user_version").fetchone()
+        objects = conn.execute("SELECT type, name FROM sqlite_master").fetchall()
+        if application_id == 0 and user_version == 0 and not objects:
             return "empty"
+        tables = {name for kind, name in objects if kind == "table"}
         if application_id != _APPLICATION_ID or "ghost_schema" not in tables:
             raise ApprovalStoreError(
                 self._path, "is another application's SQLite database, not a ghost approval store"

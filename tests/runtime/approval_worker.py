@@ -34,7 +34,7 @@ def main(argv: list[str]) -> int:
     print("ready", flush=True)
     sys.stdin.readline()
     try:
-        store.resolve(Resolution(decision_id, outcome, approver, time.time_ns()))  # type: ignore[arg-type]
+        store.resolve(Resolution(decision_id, outcome, approver, time.time_ns()))
     except ApprovalError as exc:
         return _report(exc)
     finally:

@@ -8,6 +8,7 @@ import os
 import sqlite3
 import stat
 import threading
+import warnings
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -224,13 +225,27 @@ def test_a_database_with_ghosts_id_but_no_schema_table_is_foreign(path: Path) ->
         SqliteApprovalStore(path)
 
 
-def test_an_empty_database_with_a_foreign_id_is_not_taken_over(path: Path) -> None:
+@pytest.mark.parametrize(
+    "statement",
+    [
+        "PRAGMA application_id = 7",
+        "PRAGMA user_version = 3",
+        "CREATE VIEW answer AS SELECT 42",
+        "CREATE TABLE IF NOT EXISTS t (x)",
+    ],
+)
+def test_a_database_with_no_tables_but_a_mark_of_its_own_is_not_taken_over(
+    path: Path, statement: str
+) -> None:
     connection = raw(path)
-    connection.execute("PRAGMA application_id = 7")
+    connection.execute(statement)
     connection.close()
+    before = path.read_bytes()
 
     with pytest.raises(ApprovalStoreError, match="another application's"):
         SqliteApprovalStore(path)
+
+    assert path.read_bytes() == before
 
 
 def _tamper(path: Path, *statements: str) -> None:
@@ -593,7 +608,10 @@ def test_a_store_carried_across_fork_refuses_to_be_used_in_the_child(
 ) -> None:
     store.add(make_pending())
     read, write = os.pipe()
-    child = os.fork()
+    with warnings.catch_warnings():
+        # Python 3.12+ warns about fork while other threads run; the child only calls us.
+        warnings.simplefilter("ignore", DeprecationWarning)
+        child = os.fork()
     if child == 0:  # pragma: no cover - runs in the child
         try:
             store.pending()
