@@ -54,6 +54,7 @@ import math
 import os
 import re
 import sqlite3
+import stat
 import threading
 import urllib.parse
 from collections.abc import Sequence
@@ -378,13 +379,16 @@ class SqliteApprovalStore:
 
     def _check_exists(self) -> None:
         try:
-            if os.path.isdir(self._path):
-                raise ApprovalStoreError(self._path, "is a directory, not an approval store")
-            os.stat(self._path)
+            mode = os.stat(self._path).st_mode
         except FileNotFoundError:
             raise ApprovalStoreError(self._path, "does not exist") from None
         except OSError as exc:
             raise ApprovalStoreError(self._path, f"cannot be opened: {_os_cause(exc)}") from None
+        if stat.S_ISDIR(mode):
+            raise ApprovalStoreError(self._path, "is a directory, not an approval store")
+        if not stat.S_ISREG(mode):
+            # A FIFO would block the open; a device would take SQLite's side files beside it.
+            raise ApprovalStoreError(self._path, "is not a regular file, not an approval store")
 
     def _prepare(self, conn: sqlite3.Connection, *, create: bool) -> None:
         try:

@@ -156,6 +156,38 @@ def test_a_directory_is_refused(tmp_path: Path, *, create: bool) -> None:
         SqliteApprovalStore(tmp_path, create=create)
 
 
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="named pipes are POSIX-only")
+@pytest.mark.parametrize("create", [True, False])
+def test_a_named_pipe_is_refused_without_opening_it(tmp_path: Path, *, create: bool) -> None:
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+
+    with pytest.raises(ApprovalStoreError, match="is not a regular file"):
+        SqliteApprovalStore(fifo, create=create)
+
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["pipe"]
+
+
+@pytest.mark.parametrize("create", [True, False])
+def test_a_device_is_refused(*, create: bool) -> None:
+    if not Path(os.devnull).exists() or os.devnull != "/dev/null":
+        pytest.skip("needs /dev/null")
+    with pytest.raises(ApprovalStoreError, match="is not a regular file"):
+        SqliteApprovalStore(os.devnull, create=create)
+    assert not Path("/dev/null-journal").exists()
+    assert not Path("/dev/null-wal").exists()
+
+
+def test_a_link_to_a_store_opens_the_store(path: Path, tmp_path: Path) -> None:
+    with SqliteApprovalStore(path) as store:
+        store.add(make_pending())
+    link = tmp_path / "link.db"
+    link.symlink_to(path)
+
+    with SqliteApprovalStore(link, create=False) as linked:
+        assert linked.get("d-1")[0] == make_pending()
+
+
 def test_a_file_in_a_missing_directory_cannot_be_created(tmp_path: Path) -> None:
     with pytest.raises(ApprovalStoreError, match="cannot be created: No such file"):
         SqliteApprovalStore(tmp_path / "nowhere" / "store.db")
