@@ -48,7 +48,6 @@ thread-safe, and every process opens its own (a store carried across
 
 from __future__ import annotations
 
-import contextlib
 import json
 import math
 import os
@@ -113,22 +112,8 @@ _SCHEMA: Final = (
         approval_sha256 TEXT
     )""",
 )
-_PENDING_COLUMNS: Final = (
-    "decision_id",
-    "decision_sha256",
-    "run_id",
-    "agent",
-    "verb",
-    "resource",
-    "reason",
-    "matched_policy",
-    "held_verdict",
-    "executed_args_sha256",
-    "policy_sha256",
-    "approvers",
-    "created_ns",
-    "expires_ns",
-)
+# The columns of `approvals`, in the order of PendingApproval's fields; then a resolution's.
+_PENDING_WIDTH: Final = 14
 _INSERT_PENDING: Final = """INSERT INTO approvals (
     decision_id, decision_sha256, run_id, agent, verb, resource, reason,
     matched_policy, held_verdict, executed_args_sha256, policy_sha256, approvers,
@@ -260,10 +245,10 @@ class SqliteApprovalStore:
         """
         key = _key(decision_id)
         with self._lock:
-            rows = self._query(_SELECT_ONE, (key,))
-        if not rows:
+            row = self._query_one(_SELECT_ONE, (key,))
+        if row is None:
             raise ApprovalError(f"no decision {decision_id!r} awaits approval")
-        return self._decode(rows[0], resolved=True)
+        return self._decode(row, resolved=True)
 
     def pending(self) -> list[PendingApproval]:
         """Return the approvals not resolved yet, oldest first (expired ones included).
@@ -286,8 +271,13 @@ class SqliteApprovalStore:
                 (the message names the outcome that won, and who resolved it).
             ApprovalStoreError: the store cannot be written.
         """
-        row = _resolution_row(resolution)
         decision_id = _text(resolution.decision_id, "decision_id")
+        row = (
+            decision_id,
+            _text(resolution.outcome, "outcome"),
+            _optional(resolution.approver, "approver"),
+            _integer(resolution.resolved_ns, "resolved_ns"),
+        )
         with self._lock:
             conn = self._connection()
             try:
@@ -298,12 +288,12 @@ class SqliteApprovalStore:
                 raise self._failure(exc) from None
             if inserted == 1:
                 return resolution
-            rows = self._query(_SELECT_ONE, (decision_id,))
-        if not rows:
+            found = self._query_one(_SELECT_ONE, (decision_id,))
+        if found is None:
             raise ApprovalError(f"no decision {decision_id!r} awaits approval")
-        winner = self._decode(rows[0], resolved=True)[1]
-        if winner is None:  # pragma: no cover - a committed resolution is never deleted
-            raise self._damaged(f"decision {decision_id} lost its resolution")
+        winner = self._decode(found, resolved=True)[1]
+        if winner is None:  # only a trigger or a hand-made table refuses an insert so
+            raise self._damaged(f"it refused the resolution of decision {decision_id}")
         by = "" if winner.approver is None else f" by {winner.approver!r}"
         raise ApprovalError(f"decision {decision_id} is already resolved ({winner.outcome}{by})")
 
@@ -341,12 +331,10 @@ class SqliteApprovalStore:
                 ).rowcount
             except sqlite3.Error as exc:
                 raise self._failure(exc) from None
-            known = updated == 1 or bool(
-                self._query("SELECT 1 FROM approvals WHERE decision_id = ?", (key,))
-            )
-        if updated == 1:
-            return
-        if known:
+            if updated == 1:
+                return
+            known = self._query_one("SELECT 1 FROM approvals WHERE decision_id = ?", (key,))
+        if known is not None:
             raise ApprovalError(f"decision {decision_id} is not resolved")
         raise ApprovalError(f"no decision {decision_id!r} awaits approval")
 
@@ -404,7 +392,6 @@ class SqliteApprovalStore:
                     " keep the store on a local file system",
                 )
             conn.execute("PRAGMA synchronous = FULL")
-            conn.execute("PRAGMA foreign_keys = ON")
         except sqlite3.Error as exc:
             raise self._failure(exc) from None
 
@@ -421,9 +408,11 @@ class SqliteApprovalStore:
                 self._path, "is another application's SQLite database, not a ghost approval store"
             )
         rows = conn.execute("SELECT format, version FROM ghost_schema").fetchall()
-        if len(rows) != 1 or rows[0][0] != _FORMAT or type(rows[0][1]) is not int:
+        if len(rows) != 1:
             raise self._damaged("its schema table does not name a ghost approval store")
-        version = rows[0][1]
+        ((name, version),) = rows
+        if name != _FORMAT or type(version) is not int:
+            raise self._damaged("its schema table does not name a ghost approval store")
         if version > SCHEMA_VERSION:
             raise ApprovalStoreError(
                 self._path,
@@ -432,28 +421,24 @@ class SqliteApprovalStore:
             )
         if version != SCHEMA_VERSION:
             raise self._damaged(f"its schema version {version} was never written by ghost")
-        if not {"approvals", "resolutions"} <= tables:
+        if "approvals" not in tables or "resolutions" not in tables:
             raise self._damaged("its tables are missing")
         return "store"
 
     def _initialise(self, conn: sqlite3.Connection) -> None:
         # IMMEDIATE: of several processes creating one store, one writes the schema;
         # the others wait, then find it made.
+        # On any failure the caller closes the connection, which rolls the transaction back.
         conn.execute("BEGIN IMMEDIATE")
-        try:
-            if self._inspect(conn) == "empty":
-                conn.execute(f"PRAGMA application_id = {_APPLICATION_ID}")
-                for statement in _SCHEMA:
-                    conn.execute(statement)
-                conn.execute(
-                    "INSERT INTO ghost_schema (format, version) VALUES (?, ?)",
-                    (_FORMAT, SCHEMA_VERSION),
-                )
-            conn.execute("COMMIT")
-        except BaseException:
-            with contextlib.suppress(sqlite3.Error):
-                conn.execute("ROLLBACK")
-            raise
+        if self._inspect(conn) == "empty":
+            conn.execute(f"PRAGMA application_id = {_APPLICATION_ID}")
+            for statement in _SCHEMA:
+                conn.execute(statement)
+            conn.execute(
+                "INSERT INTO ghost_schema (format, version) VALUES (?, ?)",
+                (_FORMAT, SCHEMA_VERSION),
+            )
+        conn.execute("COMMIT")
 
     # --- helpers ----------------------------------------------------------------------------
 
@@ -474,14 +459,22 @@ class SqliteApprovalStore:
         except sqlite3.Error as exc:
             raise self._failure(exc) from None
 
+    def _query_one(self, sql: str, parameters: tuple[str, ...]) -> tuple[object, ...] | None:
+        conn = self._connection()
+        try:
+            row: tuple[object, ...] | None = conn.execute(sql, parameters).fetchone()
+        except sqlite3.Error as exc:
+            raise self._failure(exc) from None
+        return row
+
     def _decode(
         self, row: tuple[object, ...], *, resolved: bool
     ) -> tuple[PendingApproval, Resolution | None]:
         try:
-            pending = _pending_from(row[: len(_PENDING_COLUMNS)])
+            pending = _pending_from(row[:_PENDING_WIDTH])
             resolution = None
-            if resolved and row[len(_PENDING_COLUMNS)] is not None:
-                outcome, approver, resolved_ns = row[len(_PENDING_COLUMNS) :]
+            if resolved and row[_PENDING_WIDTH] is not None:
+                outcome, approver, resolved_ns = row[_PENDING_WIDTH:]
                 resolution = Resolution(
                     decision_id=pending.decision_id,
                     outcome=cast("Outcome", _stored_text(outcome)),  # Resolution checks it
@@ -539,15 +532,6 @@ def _pending_row(pending: PendingApproval) -> tuple[str | None, ...]:
         else json.dumps([_text(name, "approvers") for name in approvers], ensure_ascii=False),
         _integer(pending.created_ns, "created_ns"),
         _integer(pending.expires_ns, "expires_ns"),
-    )
-
-
-def _resolution_row(resolution: Resolution) -> tuple[str | None, ...]:
-    return (
-        _text(resolution.decision_id, "decision_id"),
-        _text(resolution.outcome, "outcome"),
-        _optional(resolution.approver, "approver"),
-        _integer(resolution.resolved_ns, "resolved_ns"),
     )
 
 

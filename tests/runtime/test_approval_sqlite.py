@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import logging
 import os
 import sqlite3
 import stat
@@ -22,7 +23,7 @@ from runtime import (
     Resolution,
     SqliteApprovalStore,
 )
-from runtime._approval_sqlite import SCHEMA_VERSION
+from runtime._approval_sqlite import _APPLICATION_ID, _SCHEMA, SCHEMA_VERSION
 from tests.runtime.test_approval_store import make_pending
 
 
@@ -135,6 +136,55 @@ def test_a_restart_finds_pending_resolved_and_unrecorded_as_they_were(path: Path
         assert [p.decision_id for p in after.pending()] == ["b"]
         assert [(p.decision_id, r.outcome) for p, r in after.unrecorded()] == [("a", "approved")]
         assert after.get("c")[1] == Resolution("c", "rejected", "bob", 1_500)
+
+
+def test_creating_a_store_is_logged_and_opening_one_is_not(
+    path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    with caplog.at_level(logging.INFO, logger="ghost.approvals"):
+        SqliteApprovalStore(path).close()
+        SqliteApprovalStore(path).close()
+        SqliteApprovalStore(path, create=False).close()
+
+    assert [record.getMessage() for record in caplog.records] == ["ghost.approval_store_created"]
+    assert caplog.records[0].path == str(path)  # type: ignore[attr-defined]
+
+
+def test_a_store_made_by_another_creator_while_this_one_waited_is_used_as_is(
+    path: Path,
+) -> None:
+    # Another process holds the write lock on the empty file and makes the store; this
+    # one found the file empty, waits for the lock, and must not make it a second time.
+    path.touch()
+    other = raw(path)
+    other.execute("BEGIN IMMEDIATE")
+    opened: list[object] = []
+
+    def open_store() -> None:
+        try:
+            with SqliteApprovalStore(path, busy_timeout_s=60) as store:
+                opened.append(store.pending())
+        except ApprovalError as exc:
+            opened.append(exc)
+
+    thread = threading.Thread(target=open_store)
+    thread.start()
+    threading.Event().wait(0.3)  # let it find the file empty and wait for the lock
+    other.execute(f"PRAGMA application_id = {_APPLICATION_ID}")
+    for statement in _SCHEMA:
+        other.execute(statement)
+    other.execute("INSERT INTO ghost_schema VALUES ('ghost-approvals', 1)")
+    other.execute(
+        "INSERT INTO approvals VALUES ('d-0', 'a', NULL, 'x', 'v', 'r', 'why', NULL,"
+        " 'allow', 'b', 'c', NULL, '1', '2')"
+    )
+    other.execute("COMMIT")
+    other.close()
+    thread.join(timeout=60)
+
+    assert len(opened) == 1
+    assert not isinstance(opened[0], BaseException), opened[0]
+    assert [p.decision_id for p in opened[0]] == ["d-0"]  # type: ignore[attr-defined]
 
 
 # --- what it refuses to open -----------------------------------------------------------------
@@ -393,6 +443,21 @@ def test_a_damaged_resolution_row_is_a_store_error(path: Path, statement: str) -
         assert store.pending() == []  # the damaged resolution still counts as one
 
 
+def test_a_resolution_the_file_refuses_to_keep_is_a_store_error(path: Path) -> None:
+    with SqliteApprovalStore(path) as store:
+        store.add(make_pending())
+    _tamper(
+        path,
+        "CREATE TRIGGER refuse BEFORE INSERT ON resolutions BEGIN SELECT RAISE(ABORT, 'no'); END",
+    )
+
+    with SqliteApprovalStore(path) as store:
+        with pytest.raises(ApprovalStoreError) as caught:
+            store.resolve(Resolution("d-1", "approved", "alice", 1_500))
+        assert caught.value.problem == "is damaged: it refused the resolution of decision d-1"
+        assert store.get("d-1")[1] is None
+
+
 def test_a_table_gone_after_opening_is_a_store_error(
     store: SqliteApprovalStore, path: Path
 ) -> None:
@@ -425,7 +490,21 @@ def test_a_table_gone_after_opening_is_a_store_error(
         ("reason", "ok \udfff", "reason is not valid Unicode"),
         ("run_id", "\ud83d", "run_id is not valid Unicode"),
         ("approvers", ("\udc00",), "approvers is not valid Unicode"),
-        ("verb", 5, "verb is a int, not a string"),
+        *(
+            (name, 5, f"{name} is a int, not a string")
+            for name in (
+                "decision_id",
+                "decision_sha256",
+                "run_id",
+                "agent",
+                "verb",
+                "resource",
+                "reason",
+                "matched_policy",
+                "executed_args_sha256",
+                "policy_sha256",
+            )
+        ),
         ("matched_policy", b"rule", "matched_policy is a bytes, not a string"),
         ("approvers", (1,), "approvers is a int, not a string"),
         ("created_ns", 1.5, "created_ns is a float, not an integer"),
@@ -473,7 +552,10 @@ def test_str_and_int_subclasses_come_back_as_plain_values(store: SqliteApprovalS
     assert store.get(Sly("d-1"))[0] == got
 
 
-@pytest.mark.parametrize(("field", "value"), [("outcome", 3), ("approver", "\ud800")])
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [("decision_id", 3), ("outcome", 3), ("approver", "\ud800"), ("resolved_ns", "1")],
+)
 def test_a_resolution_that_cannot_be_kept_is_refused(
     store: SqliteApprovalStore, field: str, value: object
 ) -> None:
@@ -481,9 +563,10 @@ def test_a_resolution_that_cannot_be_kept_is_refused(
     resolution = Resolution("d-1", "approved", "alice", 1_500)
     object.__setattr__(resolution, field, value)
 
-    with pytest.raises(ApprovalError, match=field):
+    with pytest.raises(ApprovalError, match=f"^{field} is ") as caught:
         store.resolve(resolution)
 
+    assert not isinstance(caught.value, ApprovalStoreError)
     assert store.get("d-1")[1] is None
 
 
