@@ -36,7 +36,8 @@ What the store promises:
    JSON list (None, "anyone", stays distinct from the empty list, "no one").
    Text that is not valid Unicode (a lone surrogate) is refused with
    `ApprovalError`: the log cannot hold it either, and the queue stores only
-   the escaped form the log keeps.
+   the escaped form the log keeps. (The layout and the row codec are in
+   ``runtime._approval_rows``.)
 6. **No clock.** The store keeps the wall-clock times it is given and never
    reads a clock; whether a resolution comes too late is `check_resolution`'s
    call, made by every writer with its own clock.
@@ -48,29 +49,38 @@ thread-safe, and every process opens its own (a store carried across
 
 from __future__ import annotations
 
-import json
 import math
 import os
-import re
 import sqlite3
 import stat
 import threading
 import urllib.parse
-from collections.abc import Sequence
-from typing import Final, cast
+from typing import Final
 
-from runtime._approval_store import Outcome, PendingApproval, Resolution
+from runtime._approval_rows import (
+    APPLICATION_ID,
+    FORMAT,
+    INSERT_PENDING,
+    INSERT_RESOLUTION,
+    SCHEMA,
+    SCHEMA_VERSION,
+    SELECT_ONE,
+    SELECT_PENDING,
+    SELECT_UNRECORDED,
+    DamagedRow,
+    decode_row,
+    integer_value,
+    lookup_key,
+    optional_text,
+    pending_row,
+    text_value,
+)
+from runtime._approval_store import PendingApproval, Resolution
 from runtime._errors import ApprovalError, ApprovalStoreError
 from runtime._logging import get_event_log
-from runtime._verdict import RuntimeVerdict
 
 __all__ = ["SCHEMA_VERSION", "SqliteApprovalStore"]
 
-SCHEMA_VERSION: Final = 1
-"""The schema this ghost writes and reads; a store of a newer version is refused."""
-_FORMAT: Final = "ghost-approvals"
-# PRAGMA application_id: "GHAP" in ASCII, so `file(1)` and we can tell the file apart.
-_APPLICATION_ID: Final = 0x47484150
 _DEFAULT_BUSY_TIMEOUT_S: Final = 5.0
 
 # SQLite primary result codes (https://sqlite.org/rescode.html).
@@ -82,75 +92,7 @@ _SQLITE_READONLY: Final = 8
 _SQLITE_FULL: Final = 13
 _SQLITE_CANTOPEN: Final = 14
 
-_SCHEMA: Final = (
-    "CREATE TABLE ghost_schema (format TEXT NOT NULL, version INTEGER NOT NULL)",
-    # Integers are decimal text (exact beyond 64 bits); approvers a JSON list or NULL.
-    """CREATE TABLE approvals (
-        decision_id TEXT PRIMARY KEY NOT NULL,
-        decision_sha256 TEXT NOT NULL,
-        run_id TEXT,
-        agent TEXT NOT NULL,
-        verb TEXT NOT NULL,
-        resource TEXT NOT NULL,
-        reason TEXT NOT NULL,
-        matched_policy TEXT,
-        held_verdict TEXT NOT NULL,
-        executed_args_sha256 TEXT NOT NULL,
-        policy_sha256 TEXT NOT NULL,
-        approvers TEXT,
-        created_ns TEXT NOT NULL,
-        expires_ns TEXT NOT NULL
-    )""",
-    # seq: the order resolutions were stored in (unrecorded() hands them over in it).
-    # approval_sha256: the audit record that holds the resolution, once logged.
-    """CREATE TABLE resolutions (
-        seq INTEGER PRIMARY KEY AUTOINCREMENT,
-        decision_id TEXT NOT NULL UNIQUE REFERENCES approvals (decision_id),
-        outcome TEXT NOT NULL,
-        approver TEXT,
-        resolved_ns TEXT NOT NULL,
-        approval_sha256 TEXT
-    )""",
-)
-# The columns of `approvals`, in the order of PendingApproval's fields; then a resolution's.
-_PENDING_WIDTH: Final = 14
-_INSERT_PENDING: Final = """INSERT INTO approvals (
-    decision_id, decision_sha256, run_id, agent, verb, resource, reason,
-    matched_policy, held_verdict, executed_args_sha256, policy_sha256, approvers,
-    created_ns, expires_ns
-) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"""
-_SELECT_ONE: Final = """SELECT
-    a.decision_id, a.decision_sha256, a.run_id, a.agent, a.verb, a.resource, a.reason,
-    a.matched_policy, a.held_verdict, a.executed_args_sha256, a.policy_sha256, a.approvers,
-    a.created_ns, a.expires_ns,
-    r.outcome, r.approver, r.resolved_ns
-FROM approvals a LEFT JOIN resolutions r ON r.decision_id = a.decision_id
-WHERE a.decision_id = ?"""
-_SELECT_PENDING: Final = """SELECT
-    a.decision_id, a.decision_sha256, a.run_id, a.agent, a.verb, a.resource, a.reason,
-    a.matched_policy, a.held_verdict, a.executed_args_sha256, a.policy_sha256, a.approvers,
-    a.created_ns, a.expires_ns
-FROM approvals a LEFT JOIN resolutions r ON r.decision_id = a.decision_id
-WHERE r.decision_id IS NULL"""
-_SELECT_UNRECORDED: Final = """SELECT
-    a.decision_id, a.decision_sha256, a.run_id, a.agent, a.verb, a.resource, a.reason,
-    a.matched_policy, a.held_verdict, a.executed_args_sha256, a.policy_sha256, a.approvers,
-    a.created_ns, a.expires_ns,
-    r.outcome, r.approver, r.resolved_ns
-FROM resolutions r JOIN approvals a ON a.decision_id = r.decision_id
-WHERE r.approval_sha256 IS NULL ORDER BY r.seq"""
-# The compare-and-set: inserts only for a known decision; UNIQUE(decision_id) lets one win.
-_INSERT_RESOLUTION: Final = (
-    "INSERT INTO resolutions (decision_id, outcome, approver, resolved_ns)"
-    " SELECT ?, ?, ?, ? WHERE EXISTS (SELECT 1 FROM approvals WHERE decision_id = ?)"
-)
-_DECIMAL: Final = re.compile(r"-?(?:0|[1-9][0-9]*)")
-
 _log = get_event_log("ghost.approvals")
-
-
-class _Damaged(Exception):
-    """A row or the schema table holds something this store never writes."""
 
 
 class SqliteApprovalStore:
@@ -224,11 +166,11 @@ class SqliteApprovalStore:
                 cannot be stored (not a string or integer, invalid Unicode).
             ApprovalStoreError: the store cannot be written.
         """
-        row = _pending_row(pending)
+        row = pending_row(pending)
         with self._lock:
             conn = self._connection()
             try:
-                conn.execute(_INSERT_PENDING, row)
+                conn.execute(INSERT_PENDING, row)
             except sqlite3.IntegrityError:
                 raise ApprovalError(
                     f"decision {pending.decision_id} is already awaiting approval"
@@ -243,9 +185,9 @@ class SqliteApprovalStore:
             ApprovalError: no approval with this id is kept.
             ApprovalStoreError: the store cannot be read.
         """
-        key = _key(decision_id)
+        key = lookup_key(decision_id)
         with self._lock:
-            row = self._query_one(_SELECT_ONE, (key,))
+            row = self._query_one(SELECT_ONE, (key,))
         if row is None:
             raise ApprovalError(f"no decision {decision_id!r} awaits approval")
         return self._decode(row, resolved=True)
@@ -257,7 +199,7 @@ class SqliteApprovalStore:
             ApprovalStoreError: the store cannot be read.
         """
         with self._lock:
-            rows = self._query(_SELECT_PENDING, ())
+            rows = self._query(SELECT_PENDING, ())
         waiting = [self._decode(row, resolved=False)[0] for row in rows]
         return sorted(waiting, key=lambda p: (p.created_ns, p.decision_id))
 
@@ -271,24 +213,24 @@ class SqliteApprovalStore:
                 (the message names the outcome that won, and who resolved it).
             ApprovalStoreError: the store cannot be written.
         """
-        decision_id = _text(resolution.decision_id, "decision_id")
+        decision_id = text_value(resolution.decision_id, "decision_id")
         row = (
             decision_id,
-            _text(resolution.outcome, "outcome"),
-            _optional(resolution.approver, "approver"),
-            _integer(resolution.resolved_ns, "resolved_ns"),
+            text_value(resolution.outcome, "outcome"),
+            optional_text(resolution.approver, "approver"),
+            integer_value(resolution.resolved_ns, "resolved_ns"),
         )
         with self._lock:
             conn = self._connection()
             try:
-                inserted = conn.execute(_INSERT_RESOLUTION, (*row, decision_id)).rowcount
+                inserted = conn.execute(INSERT_RESOLUTION, (*row, decision_id)).rowcount
             except sqlite3.IntegrityError:
                 inserted = 0  # another resolver's row is there: find out whose
             except sqlite3.Error as exc:
                 raise self._failure(exc) from None
             if inserted == 1:
                 return resolution
-            found = self._query_one(_SELECT_ONE, (decision_id,))
+            found = self._query_one(SELECT_ONE, (decision_id,))
         if found is None:
             raise ApprovalError(f"no decision {decision_id!r} awaits approval")
         winner = self._decode(found, resolved=True)[1]
@@ -304,7 +246,7 @@ class SqliteApprovalStore:
             ApprovalStoreError: the store cannot be read.
         """
         with self._lock:
-            rows = self._query(_SELECT_UNRECORDED, ())
+            rows = self._query(SELECT_UNRECORDED, ())
         found: list[tuple[PendingApproval, Resolution]] = []
         for row in rows:
             pending, resolution = self._decode(row, resolved=True)
@@ -320,8 +262,8 @@ class SqliteApprovalStore:
                 ``approval_sha256`` is not a string.
             ApprovalStoreError: the store cannot be written.
         """
-        key = _key(decision_id)
-        address = _text(approval_sha256, "approval_sha256")
+        key = lookup_key(decision_id)
+        address = text_value(approval_sha256, "approval_sha256")
         with self._lock:
             conn = self._connection()
             try:
@@ -403,7 +345,7 @@ class SqliteApprovalStore:
         if application_id == 0 and user_version == 0 and not objects:
             return "empty"
         tables = {name for kind, name in objects if kind == "table"}
-        if application_id != _APPLICATION_ID or "ghost_schema" not in tables:
+        if application_id != APPLICATION_ID or "ghost_schema" not in tables:
             raise ApprovalStoreError(
                 self._path, "is another application's SQLite database, not a ghost approval store"
             )
@@ -411,7 +353,7 @@ class SqliteApprovalStore:
         if len(rows) != 1:
             raise self._damaged("its schema table does not name a ghost approval store")
         ((name, version),) = rows
-        if name != _FORMAT or type(version) is not int:
+        if name != FORMAT or type(version) is not int:
             raise self._damaged("its schema table does not name a ghost approval store")
         if version > SCHEMA_VERSION:
             raise ApprovalStoreError(
@@ -431,12 +373,12 @@ class SqliteApprovalStore:
         # On any failure the caller closes the connection, which rolls the transaction back.
         conn.execute("BEGIN IMMEDIATE")
         if self._inspect(conn) == "empty":
-            conn.execute(f"PRAGMA application_id = {_APPLICATION_ID}")
-            for statement in _SCHEMA:
+            conn.execute(f"PRAGMA application_id = {APPLICATION_ID}")
+            for statement in SCHEMA:
                 conn.execute(statement)
             conn.execute(
                 "INSERT INTO ghost_schema (format, version) VALUES (?, ?)",
-                (_FORMAT, SCHEMA_VERSION),
+                (FORMAT, SCHEMA_VERSION),
             )
         conn.execute("COMMIT")
 
@@ -471,19 +413,9 @@ class SqliteApprovalStore:
         self, row: tuple[object, ...], *, resolved: bool
     ) -> tuple[PendingApproval, Resolution | None]:
         try:
-            pending = _pending_from(row[:_PENDING_WIDTH])
-            resolution = None
-            if resolved and row[_PENDING_WIDTH] is not None:
-                outcome, approver, resolved_ns = row[_PENDING_WIDTH:]
-                resolution = Resolution(
-                    decision_id=pending.decision_id,
-                    outcome=cast("Outcome", _stored_text(outcome)),  # Resolution checks it
-                    approver=_stored_optional(approver),
-                    resolved_ns=_stored_int(resolved_ns),
-                )
-        except (_Damaged, ValueError, TypeError, RecursionError):
+            return decode_row(row, resolved=resolved)
+        except DamagedRow:
             raise self._damaged("it holds a row that is not an approval ghost wrote") from None
-        return pending, resolution
 
     def _damaged(self, problem: str) -> ApprovalStoreError:
         return ApprovalStoreError(self._path, f"is damaged: {problem}")
@@ -508,131 +440,6 @@ class SqliteApprovalStore:
             # SQLite's own messages name tables and constraints, never a bound value.
             problem = f"SQLite failed ({type(exc).__name__}: {exc})"
         return ApprovalStoreError(self._path, problem)
-
-
-# --- rows ------------------------------------------------------------------------------------
-
-
-def _pending_row(pending: PendingApproval) -> tuple[str | None, ...]:
-    approvers = pending.approvers
-    return (
-        _text(pending.decision_id, "decision_id"),
-        _text(pending.decision_sha256, "decision_sha256"),
-        _optional(pending.run_id, "run_id"),
-        _text(pending.agent, "agent"),
-        _text(pending.verb, "verb"),
-        _text(pending.resource, "resource"),
-        _text(pending.reason, "reason"),
-        _optional(pending.matched_policy, "matched_policy"),
-        RuntimeVerdict(pending.held_verdict).value,
-        _text(pending.executed_args_sha256, "executed_args_sha256"),
-        _text(pending.policy_sha256, "policy_sha256"),
-        None
-        if approvers is None
-        else json.dumps([_text(name, "approvers") for name in approvers], ensure_ascii=False),
-        _integer(pending.created_ns, "created_ns"),
-        _integer(pending.expires_ns, "expires_ns"),
-    )
-
-
-def _pending_from(row: Sequence[object]) -> PendingApproval:
-    (
-        decision_id,
-        decision_sha256,
-        run_id,
-        agent,
-        verb,
-        resource,
-        reason,
-        matched_policy,
-        held_verdict,
-        executed_args_sha256,
-        policy_sha256,
-        approvers,
-        created_ns,
-        expires_ns,
-    ) = row
-    return PendingApproval(
-        decision_id=_stored_text(decision_id),
-        decision_sha256=_stored_text(decision_sha256),
-        run_id=_stored_optional(run_id),
-        agent=_stored_text(agent),
-        verb=_stored_text(verb),
-        resource=_stored_text(resource),
-        reason=_stored_text(reason),
-        matched_policy=_stored_optional(matched_policy),
-        held_verdict=RuntimeVerdict(_stored_text(held_verdict)),
-        executed_args_sha256=_stored_text(executed_args_sha256),
-        policy_sha256=_stored_text(policy_sha256),
-        approvers=None if approvers is None else _stored_names(approvers),
-        created_ns=_stored_int(created_ns),
-        expires_ns=_stored_int(expires_ns),
-    )
-
-
-def _key(decision_id: object) -> str:
-    """A decision id to look up; anything that cannot be one is simply not found."""
-    if isinstance(decision_id, str) and _encodable(decision_id):
-        return str.__str__(decision_id)
-    raise ApprovalError(f"no decision {decision_id!r} awaits approval")
-
-
-def _text(value: object, field: str) -> str:
-    if not isinstance(value, str):
-        raise ApprovalError(f"{field} is a {type(value).__name__}, not a string: it cannot be kept")
-    if not _encodable(value):
-        raise ApprovalError(
-            f"{field} is not valid Unicode (a lone surrogate): the store keeps text in the"
-            " escaped form the log keeps"
-        )
-    return str.__str__(value)  # a plain str, whatever subclass came in
-
-
-def _optional(value: object, field: str) -> str | None:
-    return None if value is None else _text(value, field)
-
-
-def _integer(value: object, field: str) -> str:
-    if not isinstance(value, int):
-        raise ApprovalError(
-            f"{field} is a {type(value).__name__}, not an integer: it cannot be kept"
-        )
-    try:
-        return str(int(value))
-    except ValueError:  # past sys.get_int_max_str_digits(): no clock reads that
-        raise ApprovalError(f"{field} is too large to keep") from None
-
-
-def _encodable(text: str) -> bool:
-    try:
-        str.encode(text, "utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True
-
-
-def _stored_text(value: object) -> str:
-    if type(value) is not str:
-        raise _Damaged
-    return value
-
-
-def _stored_optional(value: object) -> str | None:
-    return None if value is None else _stored_text(value)
-
-
-def _stored_int(value: object) -> int:
-    text = _stored_text(value)
-    if _DECIMAL.fullmatch(text) is None:
-        raise _Damaged
-    return int(text)
-
-
-def _stored_names(value: object) -> tuple[str, ...]:
-    names = json.loads(_stored_text(value))
-    if type(names) is not list or not all(type(name) is str for name in names):
-        raise _Damaged
-    return tuple(names)
 
 
 def _os_cause(exc: OSError) -> str:

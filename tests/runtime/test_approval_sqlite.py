@@ -23,7 +23,7 @@ from runtime import (
     Resolution,
     SqliteApprovalStore,
 )
-from runtime._approval_sqlite import _APPLICATION_ID, _SCHEMA, SCHEMA_VERSION
+from runtime._approval_rows import APPLICATION_ID, SCHEMA, SCHEMA_VERSION
 from tests.runtime.test_approval_store import make_pending
 
 
@@ -170,8 +170,8 @@ def test_a_store_made_by_another_creator_while_this_one_waited_is_used_as_is(
     thread = threading.Thread(target=open_store)
     thread.start()
     threading.Event().wait(0.3)  # let it find the file empty and wait for the lock
-    other.execute(f"PRAGMA application_id = {_APPLICATION_ID}")
-    for statement in _SCHEMA:
+    other.execute(f"PRAGMA application_id = {APPLICATION_ID}")
+    for statement in SCHEMA:
         other.execute(statement)
     other.execute("INSERT INTO ghost_schema VALUES ('ghost-approvals', 1)")
     other.execute(
