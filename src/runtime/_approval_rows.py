@@ -148,7 +148,7 @@ def pending_row(pending: PendingApproval) -> tuple[str | None, ...]:
         text_value(pending.policy_sha256, "policy_sha256"),
         None
         if approvers is None
-        else json.dumps([text_value(name, "approvers") for name in approvers], ensure_ascii=False),
+        else json.dumps([text_value(name, "approvers") for name in approvers]),
         integer_value(pending.created_ns, "created_ns"),
         integer_value(pending.expires_ns, "expires_ns"),
     )

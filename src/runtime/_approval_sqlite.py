@@ -304,6 +304,8 @@ class SqliteApprovalStore:
             return False
         except OSError as exc:
             raise ApprovalStoreError(self._path, f"cannot be created: {_os_cause(exc)}") from None
+        except ValueError:  # a NUL in the path
+            raise ApprovalStoreError(self._path, "is not a valid file name") from None
         os.close(fd)
         return True
 
@@ -314,6 +316,8 @@ class SqliteApprovalStore:
             raise ApprovalStoreError(self._path, "does not exist") from None
         except OSError as exc:
             raise ApprovalStoreError(self._path, f"cannot be opened: {_os_cause(exc)}") from None
+        except ValueError:  # a NUL in the path
+            raise ApprovalStoreError(self._path, "is not a valid file name") from None
         if stat.S_ISDIR(mode):
             raise ApprovalStoreError(self._path, "is a directory, not an approval store")
         if not stat.S_ISREG(mode):

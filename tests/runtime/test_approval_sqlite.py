@@ -238,6 +238,12 @@ def test_a_link_to_a_store_opens_the_store(path: Path, tmp_path: Path) -> None:
         assert linked.get("d-1")[0] == make_pending()
 
 
+@pytest.mark.parametrize("create", [True, False])
+def test_a_path_with_a_nul_is_a_store_error(tmp_path: Path, *, create: bool) -> None:
+    with pytest.raises(ApprovalStoreError, match="is not a valid file name"):
+        SqliteApprovalStore(f"{tmp_path}/a\x00b.db", create=create)
+
+
 def test_a_file_in_a_missing_directory_cannot_be_created(tmp_path: Path) -> None:
     with pytest.raises(ApprovalStoreError, match="cannot be created: No such file"):
         SqliteApprovalStore(tmp_path / "nowhere" / "store.db")
