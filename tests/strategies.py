@@ -13,7 +13,7 @@ from analysis import (
     DecisionTraceRecord,
     DecisionTraceReport,
 )
-from runtime import RuntimeVerdict
+from runtime import PendingApproval, Resolution, RuntimeVerdict
 
 # --- analysis: decision trace reports -------------------------------------------------
 
@@ -627,4 +627,60 @@ def invalid_tracestate_members() -> st.SearchStrategy[str]:
         st.builds(lambda k: f"={k}", key),  # empty key
         st.builds(lambda k, v, c: f"{k}={v}{c}{v}", key, value, bad_value_char),
         st.builds(lambda k, v: f"{k}={v[-1] * 257}", key, value),  # value too long
+    )
+
+
+# --- runtime: approvals (the ApprovalStore records) ------------------------------------
+
+# Text a store must keep exactly: any valid Unicode (NUL, newlines, escapes, RTL marks),
+# never a lone surrogate, which no log can hold (stores refuse it).
+_APPROVAL_TEXT = st.text(st.characters(exclude_categories=("Cs",)), max_size=24)
+# Wall-clock nanoseconds, and far beyond: stores keep Python ints exactly, past 64 bits.
+_APPROVAL_NS = st.one_of(
+    st.integers(min_value=0, max_value=2**63 - 1),
+    st.integers(min_value=-(2**80), max_value=2**80),
+    st.sampled_from([2**63 - 1, 2**63, -(2**63), -(2**63) - 1, 2**64, 0]),
+)
+
+
+@st.composite
+def pending_approvals(
+    draw: st.DrawFn, *, decision_id: st.SearchStrategy[str] | None = None
+) -> PendingApproval:
+    """A `runtime.PendingApproval` with hostile text, big times and every approver form.
+
+    ``approvers`` is None (anyone), the empty tuple (no one) or a list that may
+    repeat names (the record sorts and deduplicates it).
+    """
+    created_ns = draw(_APPROVAL_NS)
+    return PendingApproval(
+        decision_id=draw(decision_id if decision_id is not None else _APPROVAL_TEXT),
+        decision_sha256=draw(sha256_hexes),
+        run_id=draw(st.none() | _APPROVAL_TEXT),
+        agent=draw(_APPROVAL_TEXT),
+        verb=draw(_APPROVAL_TEXT),
+        resource=draw(_APPROVAL_TEXT),
+        reason=draw(_APPROVAL_TEXT),
+        matched_policy=draw(st.none() | _APPROVAL_TEXT),
+        held_verdict=draw(
+            st.sampled_from([RuntimeVerdict.ALLOW, RuntimeVerdict.NARROW, RuntimeVerdict.SCRUB])
+        ),
+        executed_args_sha256=draw(sha256_hexes),
+        policy_sha256=draw(sha256_hexes),
+        approvers=draw(st.none() | st.lists(_APPROVAL_TEXT, max_size=4).map(tuple)),
+        created_ns=created_ns,
+        expires_ns=created_ns + draw(st.integers(min_value=0, max_value=2**70)),
+    )
+
+
+@st.composite
+def resolutions(draw: st.DrawFn, decision_id: str) -> Resolution:
+    """A `runtime.Resolution` of ``decision_id``: any outcome, its approver rule kept."""
+    outcome = draw(st.sampled_from(["approved", "rejected", "expired"]))
+    approver = None if outcome == "expired" else draw(_APPROVAL_TEXT)
+    return Resolution(
+        decision_id=decision_id,
+        outcome=outcome,
+        approver=approver,
+        resolved_ns=draw(_APPROVAL_NS),
     )

@@ -1,5 +1,5 @@
 """The ``ghost`` command line: ``verify``, ``trace-decisions``, ``demo``, ``keygen``,
-``prove``, ``verify-proof``, ``--version``.
+``prove``, ``verify-proof``, ``approvals`` (in ``analysis._cli_approvals``), ``--version``.
 
 Exit codes follow SPEC §6 (ADR 0013):
 
@@ -18,6 +18,10 @@ Exit codes follow SPEC §6 (ADR 0013):
   run's records do not agree with its checkpoint, so no valid proof exists.
 * 4 — ``verify``: truncated, a gapless, correctly linked prefix that is not
   sealed, as a crash leaves it.
+* 5 — ``approvals approve|reject``: the resolution was refused (no such
+  decision, already resolved, approver not allowed, expired); nothing stored.
+  (``approvals``' 1 is a store that is missing, unreadable, locked or not a
+  ghost approval store.)
 
 No command ends in a traceback: every error becomes one line on stderr,
 and an error no handler expected still exits 1 with its type named. A
@@ -39,6 +43,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, cast
 
+from analysis._cli_approvals import EXIT_REFUSED, add_approval_commands
+
 if TYPE_CHECKING:
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
@@ -48,6 +54,7 @@ __all__ = [
     "EXIT_FAILURE",
     "EXIT_INTERRUPTED",
     "EXIT_OK",
+    "EXIT_REFUSED",
     "EXIT_TAMPERED",
     "EXIT_TRUNCATED",
     "EXIT_USAGE",
@@ -232,6 +239,8 @@ def _make_parser() -> argparse.ArgumentParser:
         help="the Ed25519 public key (PEM) the checkpoint must be signed with",
     )
     verify_proof.set_defaults(handler=_verify_proof)
+
+    add_approval_commands(commands)
     return parser
 
 

@@ -21,6 +21,7 @@ This package imports neither `audit` nor `mcap` (ADR 0001).
 from runtime._action import Action, Decision
 from runtime._approval import Approval
 from runtime._approval_queue import ApprovalQueue
+from runtime._approval_sqlite import SqliteApprovalStore
 from runtime._approval_store import (
     ApprovalStore,
     MemoryApprovalStore,
@@ -43,6 +44,7 @@ from runtime._errors import (
     AmbiguousResource,
     ApprovalError,
     ApprovalPending,
+    ApprovalStoreError,
     AuditError,
     CanonicalEncodingError,
     ConditionError,
@@ -77,6 +79,7 @@ __all__ = [
     "ApprovalQueue",
     "ApprovalSpec",
     "ApprovalStore",
+    "ApprovalStoreError",
     "AuditError",
     "AuditSink",
     "CanonicalEncodingError",
@@ -104,6 +107,7 @@ __all__ = [
     "ScrubResult",
     "ScrubSettings",
     "Scrubber",
+    "SqliteApprovalStore",
     "StrictJSONError",
     "SystemClock",
     "TraceContextError",

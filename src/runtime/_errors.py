@@ -15,6 +15,7 @@
     │   │   └── NarrowingEscape          a ``within`` path that leaves its directory
     │   └── ScrubLimitExceeded(ValueError)  arguments the scrubber cannot finish within its bounds
     ├── ApprovalError                    misuse of the approval queue
+    │   └── ApprovalStoreError           an approval store that cannot be used (file, lock)
     ├── GuardError(TypeError)            `Gate.guard` misused, or gate args its function cannot take
     ├── ActionDenied                     `Gate.enforce` on a `deny` verdict
     ├── ApprovalPending                  `Gate.enforce` on a `pending` verdict
@@ -40,6 +41,7 @@ __all__ = [
     "AmbiguousResource",
     "ApprovalError",
     "ApprovalPending",
+    "ApprovalStoreError",
     "AuditError",
     "CanonicalEncodingError",
     "ConditionError",
@@ -280,6 +282,25 @@ class GuardError(GhostError, TypeError):
         self.function = function
         self.problem = problem
         super().__init__(f"cannot guard {function}: {problem}")
+
+
+class ApprovalStoreError(ApprovalError):
+    """An approval store cannot be used: it is missing, damaged, foreign, newer, or stays locked.
+
+    A subclass of `ApprovalError`, so that code which treats every approval
+    error as "do not run the action" stays closed; a separate class, so that a
+    caller (the queue, ``ghost approvals``) can tell a store it cannot read
+    from a resolution the store refused.
+
+    Attributes:
+        path: the store's file.
+        problem: what is wrong, a sentence fragment a user can act on.
+    """
+
+    def __init__(self, path: str, problem: str) -> None:
+        self.path = path
+        self.problem = problem
+        super().__init__(f"approval store {path}: {problem}")
 
 
 class AuditError(GhostError):

@@ -1,0 +1,450 @@
+"""A durable `ApprovalStore` in one SQLite file, shared by processes (ADR 0017).
+
+What the store promises:
+
+1. **Durable and shared.** Every ``add`` and ``resolve`` is committed (WAL
+   mode, ``synchronous=FULL``) before it returns: it survives the process,
+   and any other process that opens the file sees it. Readers never wait for
+   a writer.
+2. **One resolution wins.** ``resolve`` is a compare-and-set across threads
+   and processes: the decision id is UNIQUE in the resolutions table, so of
+   concurrent inserts exactly one commits; every other raises `ApprovalError`
+   naming the outcome that won.
+3. **Bounded waits.** A lock another connection holds is retried by SQLite's
+   busy handler for ``busy_timeout_s``; then `ApprovalStoreError`. Writes take
+   the write lock at their first statement, so a waiting writer never needs
+   to upgrade a read snapshot (which SQLite refuses without retrying).
+4. **Only a ghost store is used.** At open, a file is sorted into one of
+   these kinds before anything is written to it:
+
+   * missing: created with mode 0600 (``create=True``), else refused;
+   * empty (no schema objects, no application id or user version): made a
+     store (``create=True``), else refused;
+   * a ghost approval store of this schema version: used;
+   * a ghost approval store of a newer schema version: refused;
+   * any other SQLite database (another application id, no schema table):
+     refused, and left exactly as it was;
+   * not SQLite at all, or damaged: refused.
+
+   Every refusal, and every failure later (a damaged row, a full disk), is an
+   `ApprovalStoreError` with the path and a problem a user can act on.
+5. **Only what an approval holds.** The columns are the fields of
+   `PendingApproval` and `Resolution`, plus the resolution's order and the
+   content address of its audit record: nothing of the arguments but their
+   SHA-256. Every field round-trips exactly: integers are kept as decimal
+   text (SQLite's integers stop at 64 bits, Python's do not), approvers as a
+   JSON list (None, "anyone", stays distinct from the empty list, "no one").
+   Text that is not valid Unicode (a lone surrogate) is refused with
+   `ApprovalError`: the log cannot hold it either, and the queue stores only
+   the escaped form the log keeps. (The layout and the row codec are in
+   ``runtime._approval_rows``.)
+6. **No clock.** The store keeps the wall-clock times it is given and never
+   reads a clock; whether a resolution comes too late is `check_resolution`'s
+   call, made by every writer with its own clock.
+
+One connection per store object, guarded by a lock: the object is
+thread-safe, and every process opens its own (a store carried across
+``fork`` refuses to be used in the child).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import sqlite3
+import stat
+import threading
+import urllib.parse
+from typing import Final
+
+from runtime._approval_rows import (
+    APPLICATION_ID,
+    FORMAT,
+    INSERT_PENDING,
+    INSERT_RESOLUTION,
+    SCHEMA,
+    SCHEMA_VERSION,
+    SELECT_ONE,
+    SELECT_PENDING,
+    SELECT_UNRECORDED,
+    DamagedRow,
+    decode_row,
+    integer_value,
+    lookup_key,
+    optional_text,
+    pending_row,
+    text_value,
+)
+from runtime._approval_store import PendingApproval, Resolution
+from runtime._errors import ApprovalError, ApprovalStoreError
+from runtime._logging import get_event_log
+
+__all__ = ["SCHEMA_VERSION", "SqliteApprovalStore"]
+
+_DEFAULT_BUSY_TIMEOUT_S: Final = 5.0
+
+# SQLite primary result codes (https://sqlite.org/rescode.html).
+_SQLITE_CORRUPT: Final = 11
+_SQLITE_NOTADB: Final = 26
+_SQLITE_BUSY: Final = 5
+_SQLITE_LOCKED: Final = 6
+_SQLITE_READONLY: Final = 8
+_SQLITE_FULL: Final = 13
+_SQLITE_CANTOPEN: Final = 14
+
+_log = get_event_log("ghost.approvals")
+
+
+class SqliteApprovalStore:
+    """An `ApprovalStore` in a SQLite file: survives restarts, shared by processes.
+
+    Args:
+        path: the store's file. Created (mode 0600) when missing and ``create``
+            is true. Keep it on a local file system: WAL mode needs shared
+            memory between the processes that open it.
+        create: make a new store when the file is missing or empty; when false
+            (an operator's command line), only an existing store is opened.
+        busy_timeout_s: how long a statement retries while another connection
+            holds the lock, before `ApprovalStoreError`.
+
+    Raises:
+        ApprovalStoreError: the file is missing (``create=False``), cannot be
+            opened or created, is not a SQLite database or is damaged, is
+            another application's database, or is a store of a newer schema.
+        ValueError: ``busy_timeout_s`` is negative or not finite.
+    """
+
+    __slots__ = ("_busy_timeout_s", "_conn", "_lock", "_path", "_pid")
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        create: bool = True,
+        busy_timeout_s: float = _DEFAULT_BUSY_TIMEOUT_S,
+    ) -> None:
+        if not (math.isfinite(busy_timeout_s) and busy_timeout_s >= 0):
+            raise ValueError(f"busy_timeout_s must be a finite number >= 0, not {busy_timeout_s}")
+        self._path = os.fsdecode(path)
+        self._busy_timeout_s = float(busy_timeout_s)
+        self._lock = threading.Lock()
+        self._pid = os.getpid()
+        created = create and self._make_file()
+        if not created:
+            self._check_exists()
+        try:
+            conn = sqlite3.connect(
+                "file:" + urllib.parse.quote(os.path.abspath(self._path)) + "?mode=rw",
+                uri=True,
+                timeout=self._busy_timeout_s,
+                isolation_level=None,  # autocommit: every statement commits, BEGIN when needed
+                check_same_thread=False,  # our lock serialises the threads
+            )
+        except sqlite3.Error as exc:
+            raise self._failure(exc) from None
+        try:
+            self._prepare(conn, create=create)
+        except BaseException:
+            conn.close()
+            raise
+        self._conn: sqlite3.Connection | None = conn
+        if created:
+            _log.info("ghost.approval_store_created", path=self._path)
+
+    @property
+    def path(self) -> str:
+        """The store's file, as given."""
+        return self._path
+
+    # --- the ApprovalStore protocol ---------------------------------------------------------
+
+    def add(self, pending: PendingApproval) -> None:
+        """Keep a new pending approval.
+
+        Raises:
+            ApprovalError: one with this decision id is already kept, or a field
+                cannot be stored (not a string or integer, invalid Unicode).
+            ApprovalStoreError: the store cannot be written.
+        """
+        row = pending_row(pending)
+        with self._lock:
+            conn = self._connection()
+            try:
+                conn.execute(INSERT_PENDING, row)
+            except sqlite3.IntegrityError:
+                raise ApprovalError(
+                    f"decision {pending.decision_id} is already awaiting approval"
+                ) from None
+            except sqlite3.Error as exc:
+                raise self._failure(exc) from None
+
+    def get(self, decision_id: str) -> tuple[PendingApproval, Resolution | None]:
+        """Return the pending approval ``decision_id`` and its resolution (None while it waits).
+
+        Raises:
+            ApprovalError: no approval with this id is kept.
+            ApprovalStoreError: the store cannot be read.
+        """
+        key = lookup_key(decision_id)
+        with self._lock:
+            row = self._query_one(SELECT_ONE, (key,))
+        if row is None:
+            raise ApprovalError(f"no decision {decision_id!r} awaits approval")
+        return self._decode(row, resolved=True)
+
+    def pending(self) -> list[PendingApproval]:
+        """Return the approvals not resolved yet, oldest first (expired ones included).
+
+        Raises:
+            ApprovalStoreError: the store cannot be read.
+        """
+        with self._lock:
+            rows = self._query(SELECT_PENDING, ())
+        waiting = [self._decode(row, resolved=False)[0] for row in rows]
+        return sorted(waiting, key=lambda p: (p.created_ns, p.decision_id))
+
+    def resolve(self, resolution: Resolution) -> Resolution:
+        """Store ``resolution`` if its decision is still unresolved; return it.
+
+        The caller has checked it (`check_resolution`).
+
+        Raises:
+            ApprovalError: unknown decision id, or the decision is already resolved
+                (the message names the outcome that won, and who resolved it).
+            ApprovalStoreError: the store cannot be written.
+        """
+        decision_id = text_value(resolution.decision_id, "decision_id")
+        row = (
+            decision_id,
+            text_value(resolution.outcome, "outcome"),
+            optional_text(resolution.approver, "approver"),
+            integer_value(resolution.resolved_ns, "resolved_ns"),
+        )
+        with self._lock:
+            conn = self._connection()
+            try:
+                inserted = conn.execute(INSERT_RESOLUTION, (*row, decision_id)).rowcount
+            except sqlite3.IntegrityError:
+                inserted = 0  # another resolver's row is there: find out whose
+            except sqlite3.Error as exc:
+                raise self._failure(exc) from None
+            if inserted == 1:
+                return resolution
+            found = self._query_one(SELECT_ONE, (decision_id,))
+        if found is None:
+            raise ApprovalError(f"no decision {decision_id!r} awaits approval")
+        winner = self._decode(found, resolved=True)[1]
+        if winner is None:  # only a trigger or a hand-made table refuses an insert so
+            raise self._damaged(f"it refused the resolution of decision {decision_id}")
+        by = "" if winner.approver is None else f" by {winner.approver!r}"
+        raise ApprovalError(f"decision {decision_id} is already resolved ({winner.outcome}{by})")
+
+    def unrecorded(self) -> list[tuple[PendingApproval, Resolution]]:
+        """Return the resolutions no audit log holds yet, in the order they were stored.
+
+        Raises:
+            ApprovalStoreError: the store cannot be read.
+        """
+        with self._lock:
+            rows = self._query(SELECT_UNRECORDED, ())
+        found: list[tuple[PendingApproval, Resolution]] = []
+        for row in rows:
+            pending, resolution = self._decode(row, resolved=True)
+            assert resolution is not None  # an inner join on resolutions
+            found.append((pending, resolution))
+        return found
+
+    def mark_recorded(self, decision_id: str, approval_sha256: str) -> None:
+        """Note that the resolution of ``decision_id`` is logged, as record ``approval_sha256``.
+
+        Raises:
+            ApprovalError: the decision is unknown or not resolved, or
+                ``approval_sha256`` is not a string.
+            ApprovalStoreError: the store cannot be written.
+        """
+        key = lookup_key(decision_id)
+        address = text_value(approval_sha256, "approval_sha256")
+        with self._lock:
+            conn = self._connection()
+            try:
+                updated = conn.execute(
+                    "UPDATE resolutions SET approval_sha256 = ? WHERE decision_id = ?",
+                    (address, key),
+                ).rowcount
+            except sqlite3.Error as exc:
+                raise self._failure(exc) from None
+            if updated == 1:
+                return
+            known = self._query_one("SELECT 1 FROM approvals WHERE decision_id = ?", (key,))
+        if known is not None:
+            raise ApprovalError(f"decision {decision_id} is not resolved")
+        raise ApprovalError(f"no decision {decision_id!r} awaits approval")
+
+    def close(self) -> None:
+        """Close the connection (idempotent); a closed store raises `ApprovalStoreError`."""
+        with self._lock:
+            conn, self._conn = self._conn, None
+        if conn is not None:
+            conn.close()
+
+    def __enter__(self) -> SqliteApprovalStore:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    # --- opening ----------------------------------------------------------------------------
+
+    def _make_file(self) -> bool:
+        # O_EXCL: never follow a link planted at the path, never widen an existing file's mode.
+        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0)
+        try:
+            fd = os.open(self._path, flags, 0o600)
+        except FileExistsError:
+            return False
+        except OSError as exc:
+            raise ApprovalStoreError(self._path, f"cannot be created: {_os_cause(exc)}") from None
+        except ValueError:  # a NUL in the path
+            raise ApprovalStoreError(self._path, "is not a valid file name") from None
+        os.close(fd)
+        return True
+
+    def _check_exists(self) -> None:
+        try:
+            mode = os.stat(self._path).st_mode
+        except FileNotFoundError:
+            raise ApprovalStoreError(self._path, "does not exist") from None
+        except OSError as exc:
+            raise ApprovalStoreError(self._path, f"cannot be opened: {_os_cause(exc)}") from None
+        except ValueError:  # a NUL in the path
+            raise ApprovalStoreError(self._path, "is not a valid file name") from None
+        if stat.S_ISDIR(mode):
+            raise ApprovalStoreError(self._path, "is a directory, not an approval store")
+        if not stat.S_ISREG(mode):
+            # A FIFO would block the open; a device would take SQLite's side files beside it.
+            raise ApprovalStoreError(self._path, "is not a regular file, not an approval store")
+
+    def _prepare(self, conn: sqlite3.Connection, *, create: bool) -> None:
+        try:
+            if self._inspect(conn) == "empty":
+                if not create:
+                    raise ApprovalStoreError(self._path, "is empty, not a ghost approval store")
+                self._initialise(conn)
+            (mode,) = conn.execute("PRAGMA journal_mode = WAL").fetchone()
+            if str(mode).lower() != "wal":
+                raise ApprovalStoreError(
+                    self._path,
+                    f"cannot use write-ahead logging (its journal mode stays {mode!r});"
+                    " keep the store on a local file system",
+                )
+            conn.execute("PRAGMA synchronous = FULL")
+        except sqlite3.Error as exc:
+            raise self._failure(exc) from None
+
+    def _inspect(self, conn: sqlite3.Connection) -> str:
+        """Return ``"empty"`` or ``"store"``; raise for every other kind of file."""
+        (application_id,) = conn.execute("PRAGMA application_id").fetchone()
+        (user_version,) = conn.execute("PRAGMA user_version").fetchone()
+        objects = conn.execute("SELECT type, name FROM sqlite_master").fetchall()
+        if application_id == 0 and user_version == 0 and not objects:
+            return "empty"
+        tables = {name for kind, name in objects if kind == "table"}
+        if application_id != APPLICATION_ID or "ghost_schema" not in tables:
+            raise ApprovalStoreError(
+                self._path, "is another application's SQLite database, not a ghost approval store"
+            )
+        rows = conn.execute("SELECT format, version FROM ghost_schema").fetchall()
+        if len(rows) != 1:
+            raise self._damaged("its schema table does not name a ghost approval store")
+        ((name, version),) = rows
+        if name != FORMAT or type(version) is not int:
+            raise self._damaged("its schema table does not name a ghost approval store")
+        if version > SCHEMA_VERSION:
+            raise ApprovalStoreError(
+                self._path,
+                f"was written by a newer ghost (schema version {version}; this one reads"
+                f" {SCHEMA_VERSION}): upgrade ghost-sdk to use it",
+            )
+        if version != SCHEMA_VERSION:
+            raise self._damaged(f"its schema version {version} was never written by ghost")
+        if "approvals" not in tables or "resolutions" not in tables:
+            raise self._damaged("its tables are missing")
+        return "store"
+
+    def _initialise(self, conn: sqlite3.Connection) -> None:
+        # IMMEDIATE: of several processes creating one store, one writes the schema;
+        # the others wait, then find it made.
+        # On any failure the caller closes the connection, which rolls the transaction back.
+        conn.execute("BEGIN IMMEDIATE")
+        if self._inspect(conn) == "empty":
+            conn.execute(f"PRAGMA application_id = {APPLICATION_ID}")
+            for statement in SCHEMA:
+                conn.execute(statement)
+            conn.execute(
+                "INSERT INTO ghost_schema (format, version) VALUES (?, ?)",
+                (FORMAT, SCHEMA_VERSION),
+            )
+        conn.execute("COMMIT")
+
+    # --- helpers ----------------------------------------------------------------------------
+
+    def _connection(self) -> sqlite3.Connection:
+        if self._conn is None:
+            raise ApprovalStoreError(self._path, "is closed")
+        if os.getpid() != self._pid:
+            # SQLite's locks do not survive fork: the child must open the file itself.
+            raise ApprovalStoreError(
+                self._path, "was opened in another process (before a fork): open it again here"
+            )
+        return self._conn
+
+    def _query(self, sql: str, parameters: tuple[str, ...]) -> list[tuple[object, ...]]:
+        conn = self._connection()
+        try:
+            return conn.execute(sql, parameters).fetchall()
+        except sqlite3.Error as exc:
+            raise self._failure(exc) from None
+
+    def _query_one(self, sql: str, parameters: tuple[str, ...]) -> tuple[object, ...] | None:
+        conn = self._connection()
+        try:
+            row: tuple[object, ...] | None = conn.execute(sql, parameters).fetchone()
+        except sqlite3.Error as exc:
+            raise self._failure(exc) from None
+        return row
+
+    def _decode(
+        self, row: tuple[object, ...], *, resolved: bool
+    ) -> tuple[PendingApproval, Resolution | None]:
+        try:
+            return decode_row(row, resolved=resolved)
+        except DamagedRow:
+            raise self._damaged("it holds a row that is not an approval ghost wrote") from None
+
+    def _damaged(self, problem: str) -> ApprovalStoreError:
+        return ApprovalStoreError(self._path, f"is damaged: {problem}")
+
+    def _failure(self, exc: sqlite3.Error) -> ApprovalStoreError:
+        code = getattr(exc, "sqlite_errorcode", None)
+        primary = None if code is None else code & 0xFF
+        if primary in (_SQLITE_BUSY, _SQLITE_LOCKED):
+            problem = (
+                f"stayed locked by another connection for more than {self._busy_timeout_s:g} s;"
+                " try again"
+            )
+        elif primary in (_SQLITE_NOTADB, _SQLITE_CORRUPT):
+            problem = "is not a SQLite database, or is damaged"
+        elif primary == _SQLITE_CANTOPEN:
+            problem = "cannot be opened (check that it and its directory are readable and writable)"
+        elif primary == _SQLITE_READONLY:
+            problem = "is read-only (its directory must be writable too, for the WAL files)"
+        elif primary == _SQLITE_FULL:
+            problem = "cannot be written: the disk is full"
+        else:
+            # SQLite's own messages name tables and constraints, never a bound value.
+            problem = f"SQLite failed ({type(exc).__name__}: {exc})"
+        return ApprovalStoreError(self._path, problem)
+
+
+def _os_cause(exc: OSError) -> str:
+    return exc.strerror or type(exc).__name__
