@@ -867,3 +867,44 @@ def test_a_quoted_key_is_printable_ascii_json_of_the_same_text(text: str) -> Non
     quoted = _quote(text)
     assert all(0x20 <= ord(char) < 0x7F for char in quoted)
     assert json.loads(quoted) == text
+
+
+# --- the API's refusals, fingerprints under long keys, texts after the first in a buffer ---
+
+
+def test_misused_arguments_are_refused_with_what_to_pass_instead() -> None:
+    with pytest.raises(TypeError, match=r"^detectors and block take a collection of names"):
+        Scrubber(fingerprint_key=KEY, detectors="email")  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match=r"^fingerprint_key must be bytes$"):
+        Scrubber(fingerprint_key="not bytes")  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match=r"^scrub_text takes a str$"):
+        Scrubber(fingerprint_key=KEY).scrub_text(b"bytes")  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match=r"^exempt takes a collection of dotted paths"):
+        Scrubber(fingerprint_key=KEY).scrub({}, exempt="to")
+
+
+@pytest.mark.parametrize("length", [1, 32, 63, 64, 65, 200])
+def test_fingerprints_are_hmac_sha256_under_a_key_of_any_length(length: int) -> None:
+    key = bytes(range(256))[:length] if length <= 256 else b"k" * length
+    (finding,) = Scrubber(fingerprint_key=key).scrub({"k": AWS}).findings
+    assert finding.fingerprint == hmac.new(key, AWS.encode(), hashlib.sha256).hexdigest()
+
+
+def test_a_bytearray_key_is_a_key(scrubber: Scrubber) -> None:
+    (finding,) = Scrubber(fingerprint_key=bytearray(KEY)).scrub({"k": AWS}).findings
+    assert finding.fingerprint == fingerprint(AWS)
+
+
+def test_overlapping_candidates_resolve_alike_in_any_text_of_a_buffer(scrubber: Scrubber) -> None:
+    # Every text of a value is scanned in one buffer; a text after the first must have
+    # its candidates' claims placed where its secrets are, or overlaps resolve wrongly.
+    text = "postgres://admin:s3cr3t@db.example.com/app"
+    alone = scrubber.scrub({"url": text})
+    behind = scrubber.scrub({"a": "padding " * 5, "b": "x", "url": text})
+
+    assert (
+        behind.value["url"]
+        == alone.value["url"]
+        == ("postgres://[REDACTED:url_credentials]@db.example.com/app")
+    )
+    assert [f.detector for f in behind.findings] == ["url_credentials"]
