@@ -908,3 +908,34 @@ def test_overlapping_candidates_resolve_alike_in_any_text_of_a_buffer(scrubber: 
         == ("postgres://[REDACTED:url_credentials]@db.example.com/app")
     )
     assert [f.detector for f in behind.findings] == ["url_credentials"]
+
+
+def test_a_blocking_detector_still_leaves_the_rest_of_a_text_to_the_others() -> None:
+    # With an exempt path, the exempt texts get a second scan by the blocking detectors
+    # only; the other texts keep what every detector made of them.
+    scrubber = Scrubber(fingerprint_key=KEY, block=["aws_access_key_id"])
+    result = scrubber.scrub({"to": EMAIL, "body": f"{AWS} {EMAIL}"}, exempt=["to"])
+    assert result.value == {
+        "to": EMAIL,
+        "body": "[REDACTED:aws_access_key_id] [REDACTED:email]",
+    }
+
+
+def test_exempt_paths_sharing_a_prefix_are_all_exempt(scrubber: Scrubber) -> None:
+    args = {"a": {"b": {"c": EMAIL, "d": EMAIL, "e": EMAIL}}}
+    result = scrubber.scrub(args, exempt=["a.b.c", "a.b.d"])
+    assert result.value == {"a": {"b": {"c": EMAIL, "d": EMAIL, "e": "[REDACTED:email]"}}}
+
+
+def test_recorded_text_resolves_overlaps_as_a_redacting_scrubber_does(scrubber: Scrubber) -> None:
+    # What the log keeps: the URL's password goes, its host stays (no detector blocks here).
+    url = "postgres://admin:s3cr3t@db.example.com/app"
+    assert scrubber.record_text(url) == "postgres://[REDACTED:url_credentials]@db.example.com/app"
+
+
+def test_findings_and_results_are_frozen(scrubber: Scrubber) -> None:
+    result = scrubber.scrub({"k": AWS})
+    with pytest.raises(AttributeError):
+        result.value = {}  # type: ignore[misc]
+    with pytest.raises(AttributeError):
+        result.findings[0].path = "$"  # type: ignore[misc]
