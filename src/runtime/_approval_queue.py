@@ -50,7 +50,7 @@ from runtime._approval import (
 from runtime._approval_binding import ApprovalBinding
 from runtime._approval_store import ApprovalStore, PendingApproval, Resolution, check_resolution
 from runtime._clock import Clock
-from runtime._errors import ApprovalError, AuditError
+from runtime._errors import ApprovalError, ApprovalStoreError, AuditError
 from runtime._logging import get_event_log
 from runtime._recorded import type_name
 from runtime._sink import AuditSink
@@ -357,16 +357,24 @@ class ApprovalQueue:
             try:
                 self._settle(decision_id)
             except ApprovalError as exc:
+                if isinstance(exc, ApprovalStoreError):
+                    # The store failed (locked, unreadable), it did not refuse: retry.
+                    self._retry(due[index:], now)
+                    raise
                 # The store no longer knows it (or refuses it): there is nothing left to
                 # expire, and retrying on every gate call would stop the gate for good.
                 _log.warning(
                     "ghost.approval_store_failed", decision_id=decision_id, error=type_name(exc)
                 )
             except Exception:
-                with self._cond:  # these are retried by the next sweep
-                    for left in due[index:]:
-                        heapq.heappush(self._deadlines, (now, left))
+                self._retry(due[index:], now)
                 raise
+
+    def _retry(self, decision_ids: list[str], now: int) -> None:
+        """Put deadlines back on the heap, due at ``now``: the next sweep expires them."""
+        with self._cond:
+            for decision_id in decision_ids:
+                heapq.heappush(self._deadlines, (now, decision_id))
 
     def _poll(self, *, force: bool) -> None:
         real = time.monotonic_ns()
