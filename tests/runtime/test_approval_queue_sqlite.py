@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from audit import MemoryAuditSink
-from runtime import ApprovalStoreError, SqliteApprovalStore
+from runtime import ApprovalStoreError, Resolution, SqliteApprovalStore
 from runtime.testing import ManualClock
 from tests.runtime.approvals import S, held, make_gate, refund, search
 
@@ -80,3 +80,31 @@ def test_a_resolution_the_locked_store_refused_is_a_store_error_and_can_be_retri
     approval = gate.approvals.resolve(decision.decision_id, approved=True, approver="alice")
     assert approval.outcome == "approved"
     assert outcomes(sink) == ["approved"]
+
+
+def test_a_resolution_logged_while_the_store_was_locked_is_marked_later_and_never_logged_twice(
+    store: SqliteApprovalStore, path: Path
+) -> None:
+    clock = ManualClock()
+    gate, sink, _ = make_gate(clock, store=store)
+    decision = held(gate, refund())
+    # An operator approves through the file, as ``ghost approvals approve`` does.
+    with SqliteApprovalStore(path, create=False) as operator:
+        pending, _ = operator.get(decision.decision_id)
+        operator.resolve(Resolution(decision.decision_id, "approved", "alice", clock.time_ns()))
+    del pending
+
+    other = locked(path)
+    gate.approvals.sweep(force=True)  # logged; the store cannot be told so (locked)
+    assert outcomes(sink) == ["approved"]
+    assert [p.decision_id for p, _ in store.unrecorded()] == [decision.decision_id]
+    other.execute("ROLLBACK")
+    other.close()
+
+    gate.approvals.sweep(force=True)  # the next look tells the store
+    assert store.unrecorded() == []
+    assert outcomes(sink) == ["approved"]
+    # A restart over the store does not log it a second time.
+    restarted, restarted_sink, _ = make_gate(clock, store=store)
+    restarted.check(search())
+    assert outcomes(restarted_sink) == []
