@@ -50,7 +50,7 @@ from runtime._approval import (
 from runtime._approval_binding import ApprovalBinding
 from runtime._approval_store import ApprovalStore, PendingApproval, Resolution, check_resolution
 from runtime._clock import Clock
-from runtime._errors import ApprovalError, AuditError
+from runtime._errors import ApprovalError, ApprovalStoreError, AuditError
 from runtime._logging import get_event_log
 from runtime._recorded import type_name
 from runtime._sink import AuditSink
@@ -357,16 +357,24 @@ class ApprovalQueue:
             try:
                 self._settle(decision_id)
             except ApprovalError as exc:
+                if isinstance(exc, ApprovalStoreError):
+                    # The store failed (locked, unreadable), it did not refuse: retry.
+                    self._retry(due[index:], now)
+                    raise
                 # The store no longer knows it (or refuses it): there is nothing left to
                 # expire, and retrying on every gate call would stop the gate for good.
                 _log.warning(
                     "ghost.approval_store_failed", decision_id=decision_id, error=type_name(exc)
                 )
             except Exception:
-                with self._cond:  # these are retried by the next sweep
-                    for left in due[index:]:
-                        heapq.heappush(self._deadlines, (now, left))
+                self._retry(due[index:], now)
                 raise
+
+    def _retry(self, decision_ids: list[str], now: int) -> None:
+        """Put deadlines back on the heap, due at ``now``: the next sweep expires them."""
+        with self._cond:
+            for decision_id in decision_ids:
+                heapq.heappush(self._deadlines, (now, decision_id))
 
     def _poll(self, *, force: bool) -> None:
         real = time.monotonic_ns()
@@ -381,7 +389,12 @@ class ApprovalQueue:
         for pending, resolution in self._store.unrecorded():
             with self._cond:
                 ours = pending.decision_id in self._known
-            if ours:
+                logged = self._approvals.get(pending.decision_id)
+            if logged is not None:
+                # Logged here, but telling the store failed (locked): tell it now, or
+                # the next run would log the resolution a second time.
+                self._mark_recorded(pending.decision_id, logged.approval_sha256)
+            elif ours:
                 self._record(pending, resolution)
 
     def _claim_sweep(self) -> Callable[[], None] | None:
@@ -480,10 +493,7 @@ class ApprovalQueue:
                 self._known.pop(decision_id, None)
                 woken = self._async_waiters.pop(decision_id, [])
                 self._cond.notify_all()
-        try:
-            self._store.mark_recorded(decision_id, address)
-        except Exception as exc:  # noqa: BLE001 - logged; a later run may log it twice, never zero
-            _log.warning("ghost.approval_store_failed", error=type_name(exc))
+        self._mark_recorded(decision_id, address)
         for loop, waiter in woken:
             # A closed loop raises RuntimeError: nobody waits there any more.
             with contextlib.suppress(RuntimeError):
@@ -495,6 +505,13 @@ class ApprovalQueue:
             approval_sha256=address,
         )
         return approval
+
+    def _mark_recorded(self, decision_id: str, address: str) -> None:
+        """Tell the store a resolution is logged; a failure is logged, retried at the next poll."""
+        try:
+            self._store.mark_recorded(decision_id, address)
+        except Exception as exc:  # noqa: BLE001 - a later run may log it twice, never zero
+            _log.warning("ghost.approval_store_failed", error=type_name(exc))
 
     def _pause_s(self, pending: PendingApproval, started: int, limit_ns: int | None) -> float:
         """How long a waiter sleeps before looking again; raises TimeoutError when it is done."""

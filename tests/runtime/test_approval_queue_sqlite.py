@@ -1,0 +1,110 @@
+"""The approval queue on a `SqliteApprovalStore` that another process holds locked.
+
+A store that cannot be written for a while (``ghost approvals`` or another
+agent holds the write lock past the busy timeout) raises `ApprovalStoreError`,
+a subclass of `ApprovalError`. The queue must treat it as a store failure,
+retried by the next sweep -- not as the store refusing an unknown decision,
+which the sweep drops for good.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from audit import MemoryAuditSink
+from runtime import ApprovalStoreError, Resolution, SqliteApprovalStore
+from runtime.testing import ManualClock
+from tests.runtime.approvals import S, held, make_gate, refund, search
+
+
+@pytest.fixture
+def path(tmp_path: Path) -> Path:
+    return tmp_path / "approvals.db"
+
+
+@pytest.fixture
+def store(path: Path) -> Iterator[SqliteApprovalStore]:
+    with SqliteApprovalStore(path, busy_timeout_s=0.01) as opened:
+        yield opened
+
+
+def outcomes(sink: MemoryAuditSink) -> list[str]:
+    return [r["outcome"] for r in sink.records("/approvals")]
+
+
+def locked(path: Path) -> sqlite3.Connection:
+    """Another process's connection holding the store's write lock until it rolls back."""
+    other = sqlite3.connect(path, isolation_level=None)
+    other.execute("BEGIN IMMEDIATE")
+    return other
+
+
+def test_an_expiry_the_locked_store_refused_is_recorded_by_the_next_gate_call(
+    store: SqliteApprovalStore, path: Path
+) -> None:
+    clock = ManualClock()
+    gate, sink, _ = make_gate(clock, store=store)
+    decision = held(gate, refund())
+    clock.advance(601 * S)
+
+    other = locked(path)
+    gate.check(search())  # the sweep cannot store the expiry: logged, kept for the next
+    assert outcomes(sink) == []
+    other.execute("ROLLBACK")
+    other.close()
+
+    gate.check(search())
+    assert outcomes(sink) == ["expired"]
+    _, resolution = store.get(decision.decision_id)
+    assert resolution is not None
+    assert resolution.outcome == "expired"
+
+
+def test_a_resolution_the_locked_store_refused_is_a_store_error_and_can_be_retried(
+    store: SqliteApprovalStore, path: Path
+) -> None:
+    gate, sink, _ = make_gate(ManualClock(), store=store)
+    decision = held(gate, refund())
+
+    other = locked(path)
+    with pytest.raises(ApprovalStoreError, match="locked"):
+        gate.approvals.resolve(decision.decision_id, approved=True, approver="alice")
+    other.execute("ROLLBACK")
+    other.close()
+    assert outcomes(sink) == []
+
+    approval = gate.approvals.resolve(decision.decision_id, approved=True, approver="alice")
+    assert approval.outcome == "approved"
+    assert outcomes(sink) == ["approved"]
+
+
+def test_a_resolution_logged_while_the_store_was_locked_is_marked_later_and_never_logged_twice(
+    store: SqliteApprovalStore, path: Path
+) -> None:
+    clock = ManualClock()
+    gate, sink, _ = make_gate(clock, store=store)
+    decision = held(gate, refund())
+    # An operator approves through the file, as ``ghost approvals approve`` does.
+    with SqliteApprovalStore(path, create=False) as operator:
+        pending, _ = operator.get(decision.decision_id)
+        operator.resolve(Resolution(decision.decision_id, "approved", "alice", clock.time_ns()))
+    del pending
+
+    other = locked(path)
+    gate.approvals.sweep(force=True)  # logged; the store cannot be told so (locked)
+    assert outcomes(sink) == ["approved"]
+    assert [p.decision_id for p, _ in store.unrecorded()] == [decision.decision_id]
+    other.execute("ROLLBACK")
+    other.close()
+
+    gate.approvals.sweep(force=True)  # the next look tells the store
+    assert store.unrecorded() == []
+    assert outcomes(sink) == ["approved"]
+    # A restart over the store does not log it a second time.
+    restarted, restarted_sink, _ = make_gate(clock, store=store)
+    restarted.check(search())
+    assert outcomes(restarted_sink) == []
