@@ -98,7 +98,7 @@ def _options() -> re2.Options:
 
 def _compile(source: str) -> re2._re2.RE2:
     regexp = re2._re2.RE2(source.encode("ascii"), _options())
-    if not regexp.ok():  # pragma: no cover - the catalogue is fixed and tested
+    if not regexp.ok():
         raise ValueError(f"bad detector expression: {regexp.error().decode()}")
     return regexp
 
@@ -191,7 +191,8 @@ class Plan:
         dispatch = self._dispatch
         pos = low
         scanned = low  # how far earlier searches have read; reading it again is charged
-        covered = [0] * self._rules  # per rule marked `runs`: the end of its last match
+        # Per rule, the end of its last match; read only for rules marked `runs`.
+        covered = [0] * self._rules
         while pos < high:
             hit_start, hit_end = search(_UNANCHORED, buf, pos, high)[0]
             if hit_start < 0:
@@ -218,8 +219,7 @@ class Plan:
                 cost += ATTEMPT_COST
                 if start < 0:
                     continue
-                if runs:
-                    covered[number] = stop
+                covered[number] = stop
                 cost += stop - start
                 claim = span(buf, start, stop)
                 if claim is not None:

@@ -119,6 +119,17 @@ def test_scan_stays_inside_its_range_but_reads_context(plan: Plan) -> None:
     assert found == []  # the word boundary looks at the byte before the range
 
 
+def test_anchored_matches_stop_at_end() -> None:
+    aws = Plan(((0, False),))
+    data = b"AKIAIOSFODNN7EXAMPLE"
+    for end, expected in ((20, [(0, -20, True, 0, 0, 20)]), (19, [])):
+        meter = Meter(HUGE)
+        found: list[Candidate] = []
+        aws.scan(data, 0, 4, meter, found, end=end)
+        assert found == expected, end  # at 19 the key is one character short
+    assert HUGE - meter.left == HIT_COST + 4 + ATTEMPT_COST  # the failed attempt is charged
+
+
 # --- the cost model ------------------------------------------------------------------------
 
 
@@ -133,6 +144,16 @@ def test_the_meter_raises_only_past_its_budget() -> None:
     assert isinstance(info.value, EvaluationError)
     assert isinstance(info.value, ValueError)
     assert isinstance(info.value, GhostError)
+
+
+def test_a_scan_spends_its_budget_to_the_last_byte(plan: Plan) -> None:
+    data = b"key AKIAIOSFODNN7EXAMPLE for bob@x.com"
+    found, spent = scan(plan, data)
+    assert [c[3] for c in found] == [0, 11]
+    assert scan(plan, data, budget=spent) == (found, spent)  # exactly enough
+    with pytest.raises(ScrubLimitExceeded) as info:
+        scan(plan, data, budget=spent - 1)
+    assert (info.value.bound, info.value.limit) == ("max_bytes", spent - 1)
 
 
 def test_each_hit_and_attempt_is_charged(plan: Plan) -> None:
@@ -257,3 +278,46 @@ def test_what_is_read_again_is_charged(plan: Plan) -> None:
     # The second search starts inside the first hit ("sk-" at 0), re-reading 2 bytes.
     _, spent = scan(plan, b"sk-sk-")
     assert spent == 2 * (HIT_COST + 3) + 2 + 4 * ATTEMPT_COST
+
+
+def test_a_rule_is_tried_only_if_a_lead_byte_is_among_the_hits_first_three() -> None:
+    # credit_card's hint may start at any byte (its number-start boundary), so the rule is
+    # dispatched at every hit; its lead bytes 2-6 decide whether it is tried.
+    aws_and_card = Plan(((0, False), (12, False)))
+    alone = HIT_COST + 4 + ATTEMPT_COST  # the AWS hint and the AWS attempt, no card attempt
+    for text in (b"AKIA.", b"2 AKIA.", b"AKIA. 5"):  # a digit before or after the three bytes
+        assert scan(aws_and_card, text)[1] == alone, text
+    email_and_card = Plan(((11, False), (12, False)))
+    assert scan(email_and_card, b"x@y5")[1] == HIT_COST + 3 + ATTEMPT_COST  # "5" is 4th
+    # E.164's lead is "1": on a card's hit it is not tried, whatever bytes the hit starts
+    # with (bytes 0x80-0xff lead nothing either).
+    data = b"\xff.4111111111111111"
+    card_and_phone = Plan(((12, False), (14, False)))
+    card = Plan(((12, False),))
+    assert scan(card_and_phone, data) == scan(card, data)
+    assert scan(card, data)[0] == [(2, -18, True, 12, 2, 18)]
+
+
+def test_a_rescan_is_charged_only_up_to_the_hits_end() -> None:
+    # The URL hint covers 0..15; each "sk-" hit inside it is found by a search that starts
+    # at the previous hit + 1 and re-reads, of what the URL hint covered, only up to its own
+    # end: [1, 7) and [5, 10). A shorter hit never lowers how far text counts as read.
+    url_and_openai = Plan(((10, False), (3, False)))
+    found, spent = scan(url_and_openai, b"a://sk-sk-aaaa:")
+    assert found == []
+    hits = 3 * HIT_COST + 15 + 3 + 3  # the URL hint and two "sk-", each reverse-scanned
+    assert spent == hits + (7 - 1) + (10 - 5) + 3 * ATTEMPT_COST
+
+
+def test_expressions_compile_to_spans_only_and_fail_loudly(
+    capfd: pytest.CaptureFixture[str],
+) -> None:
+    from runtime._scanner import _UNANCHORED, _compile, _first_bytes
+
+    # No capturing groups (RE2 answers from its DFA): a match is one span, the whole match.
+    assert _compile("(a)(b)").Match(_UNANCHORED, b"xab", 0, 3) == [(1, 3)]
+    with pytest.raises(ValueError, match=r"^bad detector expression: missing \): a\($"):
+        _compile("a(")
+    assert capfd.readouterr().err == ""  # RE2 does not log the error itself
+    # A hint that may match the empty string may start anywhere.
+    assert _first_bytes(_compile("x?")) == range(256)
