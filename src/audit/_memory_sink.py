@@ -23,6 +23,7 @@ from opentelemetry.trace import TracerProvider
 
 from audit._anchor import AnchorEmitter
 from audit._chain import DURABILITIES, ChainedRecord, Durability, check_appendable
+from audit._close_hooks import raise_if_a_hook_failed, run_close_hooks
 from audit._recorder import RunRecorder
 from audit._signing import NoteSigner
 from audit._validate import schema_problems
@@ -202,24 +203,14 @@ class MemoryAuditSink:
         """
         failure = self._run_close_hooks()
         self._seal()
-        if failure is not None:
-            raise AuditError(
-                f"a close hook failed ({type(failure).__name__}); the run was sealed without"
-                " what it would have recorded"
-            ) from failure
+        raise_if_a_hook_failed(failure)
 
     def _run_close_hooks(self) -> Exception | None:
         with self._lock:
             if self._closed:
                 return None
             hooks, self._close_hooks = self._close_hooks, []
-        failure: Exception | None = None
-        for hook in hooks:
-            try:
-                hook()
-            except Exception as exc:  # noqa: BLE001 - the run is still sealed; close reports it
-                failure = failure or exc
-        return failure
+        return run_close_hooks(hooks)
 
     def _seal(self) -> None:
         with self._lock:
