@@ -61,8 +61,16 @@ AGENT_POLICY: dict[str, Any] = {
 }
 
 
+_STDOUT = threading.Lock()
+
+
 def _emit(event: str, **fields: Any) -> None:
-    print(json.dumps({"event": event, **fields}, sort_keys=True), flush=True)
+    # One write per line under a lock: ``print`` writes the text and its newline
+    # separately, so two threads printing at once can share one line.
+    line = json.dumps({"event": event, **fields}, sort_keys=True) + "\n"
+    with _STDOUT:
+        sys.stdout.write(line)
+        sys.stdout.flush()
 
 
 def _action(verb: str, amount: int) -> Action:
