@@ -54,6 +54,7 @@ import os
 import sqlite3
 import stat
 import threading
+import time
 import urllib.parse
 from typing import Final
 
@@ -91,6 +92,9 @@ _SQLITE_LOCKED: Final = 6
 _SQLITE_READONLY: Final = 8
 _SQLITE_FULL: Final = 13
 _SQLITE_CANTOPEN: Final = 14
+# Between retries of the switch to WAL: from a millisecond, doubling, to at most 50 ms.
+_FIRST_PAUSE_S: Final = 0.001
+_LONGEST_PAUSE_S: Final = 0.05
 
 _log = get_event_log("ghost.approvals")
 
@@ -326,12 +330,12 @@ class SqliteApprovalStore:
 
     def _prepare(self, conn: sqlite3.Connection, *, create: bool) -> None:
         try:
-            if self._inspect(conn) == "empty":
+            if self._inspect_once(conn) == "empty":
                 if not create:
                     raise ApprovalStoreError(self._path, "is empty, not a ghost approval store")
                 self._initialise(conn)
-            (mode,) = conn.execute("PRAGMA journal_mode = WAL").fetchone()
-            if str(mode).lower() != "wal":
+            mode = self._use_wal(conn)
+            if mode.lower() != "wal":
                 raise ApprovalStoreError(
                     self._path,
                     f"cannot use write-ahead logging (its journal mode stays {mode!r});"
@@ -340,6 +344,38 @@ class SqliteApprovalStore:
             conn.execute("PRAGMA synchronous = FULL")
         except sqlite3.Error as exc:
             raise self._failure(exc) from None
+
+    def _use_wal(self, conn: sqlite3.Connection) -> str:
+        """Switch a new store to WAL (a no-op once it is); return the journal mode."""
+        # The switch takes the file's exclusive lock, and SQLite answers "busy" at once,
+        # without its busy handler, when another connection holds a lock the switch
+        # would deadlock on: several processes opening a just-made store at the same
+        # moment. So the wait busy_timeout_s promises is ours to keep here.
+        deadline = time.monotonic() + self._busy_timeout_s
+        pause = _FIRST_PAUSE_S
+        while True:
+            try:
+                (mode,) = conn.execute("PRAGMA journal_mode = WAL").fetchone()
+            except sqlite3.OperationalError as exc:
+                left = deadline - time.monotonic()
+                if _primary(exc) != _SQLITE_BUSY or left <= 0:
+                    raise
+                time.sleep(min(pause, left))
+                pause = min(pause * 2, _LONGEST_PAUSE_S)
+            else:
+                return str(mode)
+
+    def _inspect_once(self, conn: sqlite3.Connection) -> str:
+        # One read transaction, so every pragma and query sees the same snapshot. In
+        # autocommit each statement would read its own: another process's creation
+        # committed between reading the application id (still 0) and the schema objects
+        # (now there) made a store being born look like another application's database.
+        conn.execute("BEGIN DEFERRED")
+        try:
+            return self._inspect(conn)
+        finally:
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
 
     def _inspect(self, conn: sqlite3.Connection) -> str:
         """Return ``"empty"`` or ``"store"``; raise for every other kind of file."""
@@ -425,8 +461,7 @@ class SqliteApprovalStore:
         return ApprovalStoreError(self._path, f"is damaged: {problem}")
 
     def _failure(self, exc: sqlite3.Error) -> ApprovalStoreError:
-        code = getattr(exc, "sqlite_errorcode", None)
-        primary = None if code is None else code & 0xFF
+        primary = _primary(exc)
         if primary in (_SQLITE_BUSY, _SQLITE_LOCKED):
             problem = (
                 f"stayed locked by another connection for more than {self._busy_timeout_s:g} s;"
@@ -444,6 +479,12 @@ class SqliteApprovalStore:
             # SQLite's own messages name tables and constraints, never a bound value.
             problem = f"SQLite failed ({type(exc).__name__}: {exc})"
         return ApprovalStoreError(self._path, problem)
+
+
+def _primary(exc: sqlite3.Error) -> int | None:
+    """SQLite's primary result code of an error (its low byte), if it has one."""
+    code = getattr(exc, "sqlite_errorcode", None)
+    return None if code is None else int(code) & 0xFF
 
 
 def _os_cause(exc: OSError) -> str:

@@ -187,6 +187,102 @@ def test_a_store_made_by_another_creator_while_this_one_waited_is_used_as_is(
     assert [p.decision_id for p in opened[0]] == ["d-0"]  # type: ignore[attr-defined]
 
 
+def test_a_store_born_between_two_statements_of_the_inspection_is_not_called_foreign(
+    path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The race a fresh-clone CI run hit: another process commits the new store after this
+    # one read the application id (still 0) and before it listed the schema objects.
+    # Read in one snapshot, the inspection sees the file either empty or made, never half.
+    path.touch()
+    other = raw(path)
+    other.execute("PRAGMA busy_timeout = 0")
+    other.execute("BEGIN IMMEDIATE")
+    other.execute(f"PRAGMA application_id = {APPLICATION_ID}")
+    for statement in SCHEMA:
+        other.execute(statement)
+    other.execute("INSERT INTO ghost_schema VALUES ('ghost-approvals', 1)")
+    commits: list[str] = []
+
+    def commit_the_other(statement: str) -> None:
+        if statement.startswith("PRAGMA user_version") and not commits:
+            try:
+                other.execute("COMMIT")
+                commits.append("committed")
+            except sqlite3.OperationalError:  # our snapshot holds the file: it must wait
+                other.execute("ROLLBACK")
+                commits.append("waited")
+
+    real_connect = sqlite3.connect
+
+    def connect(*args: Any, **kwargs: Any) -> sqlite3.Connection:
+        conn = real_connect(*args, **kwargs)
+        conn.set_trace_callback(commit_the_other)
+        return conn
+
+    monkeypatch.setattr(sqlite3, "connect", connect)
+    with SqliteApprovalStore(path) as store:
+        assert store.pending() == []
+    other.close()
+    assert commits == ["waited"]
+    check = raw(path)
+    assert check.execute("PRAGMA application_id").fetchone() == (APPLICATION_ID,)
+    assert check.execute("SELECT format, version FROM ghost_schema").fetchall() == [
+        ("ghost-approvals", SCHEMA_VERSION)
+    ]
+    check.close()
+
+
+def _store_in_rollback_mode(path: Path) -> sqlite3.Connection:
+    """A store another ghost made but has not switched to WAL yet, held by ``raw``."""
+    conn = raw(path)
+    conn.execute(f"PRAGMA application_id = {APPLICATION_ID}")
+    for statement in SCHEMA:
+        conn.execute(statement)
+    conn.execute("INSERT INTO ghost_schema VALUES ('ghost-approvals', 1)")
+    return conn
+
+
+def test_the_switch_to_wal_waits_for_a_lock_sqlite_would_not_wait_for(path: Path) -> None:
+    # Several processes opening a just-made store: SQLite answers the switch to WAL with
+    # "busy" at once, without its busy handler. The store waits, as busy_timeout_s says.
+    other = _store_in_rollback_mode(path)
+    other.execute("BEGIN IMMEDIATE")
+    opened: list[object] = []
+
+    def open_store() -> None:
+        try:
+            with SqliteApprovalStore(path, busy_timeout_s=60) as store:
+                opened.append(store.pending())
+        except ApprovalError as exc:
+            opened.append(exc)
+
+    thread = threading.Thread(target=open_store)
+    thread.start()
+    threading.Event().wait(0.3)
+    other.execute("ROLLBACK")
+    other.close()
+    thread.join(timeout=60)
+
+    assert opened == [[]]
+    check = raw(path)
+    assert check.execute("PRAGMA journal_mode").fetchone() == ("wal",)
+    check.close()
+
+
+def test_the_switch_to_wal_gives_up_after_the_busy_timeout(path: Path) -> None:
+    other = _store_in_rollback_mode(path)
+    other.execute("BEGIN IMMEDIATE")
+    try:
+        with pytest.raises(ApprovalStoreError, match=r"stayed locked .* more than 0\.2 s"):
+            SqliteApprovalStore(path, busy_timeout_s=0.2)
+    finally:
+        other.execute("ROLLBACK")
+        other.close()
+    check = raw(path)
+    assert check.execute("PRAGMA journal_mode").fetchone() == ("delete",)
+    check.close()
+
+
 # --- what it refuses to open -----------------------------------------------------------------
 
 
