@@ -10,6 +10,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import json
+import string
 from pathlib import Path
 from typing import Any
 
@@ -458,8 +459,11 @@ def test_the_declared_key_id_must_be_the_declared_keys() -> None:
 def test_a_declared_key_that_is_not_canonical_base64_is_no_key() -> None:
     run = run_record(SIGNED_KEY)
     key = run["signing"]["public_key"]
-    # The last character before '=' carries 2 stray bits: flip one, and base64 is not canonical.
-    run["signing"]["public_key"] = key[:42] + chr(ord(key[42]) ^ 1) + "="
+    # The last character before '=' carries 2 stray bits: set one, and base64 is not
+    # canonical. (Set in the alphabet's index: flipping the ASCII code of "A" gives "@".)
+    alphabet = string.ascii_uppercase + string.ascii_lowercase + string.digits + "+/"
+    stray = alphabet[alphabet.index(key[42]) | 1]
+    run["signing"]["public_key"] = key[:42] + stray + "="
     _, document = honest(run=run, note_key=SIGNED_KEY)
     only(document, "the run's signing public_key is not canonical base64")
     only(document, "the run's signing public_key is not canonical base64", SIGNED_KEY)
