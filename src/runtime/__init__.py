@@ -27,6 +27,7 @@ from runtime._approval_store import (
     MemoryApprovalStore,
     PendingApproval,
     Resolution,
+    ResolutionRecord,
     check_resolution,
 )
 from runtime._canonical import (
@@ -100,6 +101,7 @@ __all__ = [
     "Policy",
     "PolicyError",
     "Resolution",
+    "ResolutionRecord",
     "Rule",
     "RunStart",
     "RuntimeVerdict",

@@ -8,7 +8,6 @@ arguments, or under another policy, needs a new decision.
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Mapping
 from typing import Any
 
@@ -33,7 +32,7 @@ class ApprovalBinding:
         snapshotter: the gate's snapshotter, so arguments are taken as the gate takes them.
     """
 
-    __slots__ = ("_clock", "_executed", "_lock", "_policy_sha256", "_snapshotter", "_store")
+    __slots__ = ("_clock", "_policy_sha256", "_snapshotter", "_store")
 
     def __init__(
         self,
@@ -47,8 +46,6 @@ class ApprovalBinding:
         self._clock = clock
         self._policy_sha256 = policy_sha256
         self._snapshotter = snapshotter
-        self._lock = threading.Lock()
-        self._executed: set[str] = set()
 
     def execute(self, approval: Approval, args: Mapping[str, Any]) -> dict[str, Any]:
         """Return a fresh plain-data copy of ``args`` if ``approval`` lets them run now.
@@ -100,8 +97,8 @@ class ApprovalBinding:
                 f"the arguments differ from those approved for decision {decision_id}:"
                 " different arguments need a new decision"
             )
-        with self._lock:
-            if decision_id in self._executed:
-                raise ApprovalError(f"the approval of decision {decision_id} was already executed")
-            self._executed.add(decision_id)
+        # Last, after every check: only an execution that is allowed uses the approval up.
+        # The store keeps it, so an approval runs once across every process sharing it.
+        if not self._store.claim_execution(decision_id):
+            raise ApprovalError(f"the approval of decision {decision_id} was already executed")
         return snapshot.args

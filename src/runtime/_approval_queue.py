@@ -38,16 +38,11 @@ import math
 import threading
 import time
 from collections.abc import Callable, Mapping
-from typing import Any, Final
+from typing import Any
 
-from runtime._approval import (
-    Approval,
-    approval_record,
-    check_decision_id,
-    final_verdict,
-    wait_limit_ns,
-)
+from runtime._approval import Approval, check_decision_id, wait_limit_ns
 from runtime._approval_binding import ApprovalBinding
+from runtime._approval_recorder import APPROVALS_TOPIC, CLAIM_LEASE_NS, ApprovalRecorder
 from runtime._approval_store import ApprovalStore, PendingApproval, Resolution, check_resolution
 from runtime._clock import Clock
 from runtime._errors import ApprovalError, ApprovalStoreError, AuditError
@@ -58,7 +53,6 @@ from runtime._snapshot import Snapshotter
 
 __all__ = ["APPROVALS_TOPIC", "ApprovalQueue"]
 
-APPROVALS_TOPIC: Final = "/approvals"
 _log = get_event_log("ghost.approvals")
 
 
@@ -94,20 +88,26 @@ class ApprovalQueue:
         poll_s: float,
     ) -> None:
         self._store = store
-        self._sink = sink
         self._clock = clock
-        self._recorded = recorded
         self._run_id = run_id
         self._poll_ns = math.ceil(poll_s * 1_000_000_000)  # the gate admits 0 < poll_s <= 60
         self._poll_s = poll_s
         self._cond = threading.Condition(threading.Lock())
-        self._record_lock = threading.Lock()
-        # Guarded by _cond:
+        # Guarded by _cond (never held while calling into the recorder: it calls back):
         self._known: dict[str, int] = {}  # decision id -> monotonic ns at the pending verdict
         self._deadlines: list[tuple[int, str]] = []  # heap of (expires_ns, decision id)
-        self._approvals: dict[str, Approval] = {}  # recorded resolutions, by decision id
+        self._settled_count = 0  # how many approvals were settled: a waiter's wake-up test
         self._async_waiters: dict[str, list[tuple[asyncio.AbstractEventLoop, asyncio.Future[None]]]]
         self._async_waiters = {}
+        self._recorder = ApprovalRecorder(
+            store=store,
+            sink=sink,
+            clock=clock,
+            recorded=recorded,
+            run_id=run_id,
+            started_ns=self._started_ns,
+            settled=self._settled,
+        )
         self._binding = ApprovalBinding(
             store=store, clock=clock, policy_sha256=policy_sha256, snapshotter=snapshotter
         )
@@ -117,7 +117,7 @@ class ApprovalQueue:
         self._next_poll_ns = time.monotonic_ns() + self._poll_ns
         for pending, resolution in store.unrecorded():
             self._adopt(pending)
-            self._record(pending, resolution)
+            self._recorder.settle(pending, resolution)
 
     @property
     def store(self) -> ApprovalStore:
@@ -211,11 +211,11 @@ class ApprovalQueue:
         pending, existing = self._store.get(decision_id)
         self._adopt(pending)
         if existing is not None:
-            self._record(pending, existing)
+            self._recorder.settle(pending, existing)
             raise ApprovalError(f"decision {decision_id} is already resolved ({existing.outcome})")
         now = self._clock.time_ns()
         if now >= pending.expires_ns:  # record the expiry; check_resolution then refuses
-            self._record(pending, self._expire_one(pending, now))
+            self._recorder.settle(pending, self._expire_one(pending, now))
         resolution = Resolution(decision_id, "approved" if approved else "rejected", approver, now)
         check_resolution(pending, resolution)
         try:
@@ -224,9 +224,9 @@ class ApprovalQueue:
             # Another resolver won the race: log what won, then say so.
             _, won = self._store.get(decision_id)
             if won is not None:
-                self._record(pending, won)
+                self._recorder.settle(pending, won)
             raise
-        return self._record(pending, stored)
+        return self._settle_now(pending, stored)
 
     def wait(self, decision_id: str, timeout_s: float) -> Approval:
         """Block this thread until the decision is resolved or expires; return the approval.
@@ -256,21 +256,25 @@ class ApprovalQueue:
         self._adopt(pending)
         while True:
             self.sweep()
+            with self._cond:
+                settled = self._settled_count
             approval = self._settle(decision_id)
             if approval is not None:
                 return approval
             pause = self._pause_s(pending, started, limit_ns)
             with self._cond:
-                if decision_id not in self._approvals:
+                if self._settled_count == settled:  # nothing settled since we looked
                     self._cond.wait(pause)
 
     async def wait_async(self, decision_id: str, timeout_s: float) -> Approval:
         """The asyncio twin of `wait`: never blocks the loop, and holds no thread while waiting.
 
         The waiter is a future on the running loop that a resolution in this
-        process wakes (from any thread); between wake-ups it looks at the store
-        once per poll interval. Recording an expiry or an outside resolution
-        (a sink write) runs in a worker thread.
+        process wakes (from any thread). The store is never read on the loop:
+        once per poll interval one waiter of the queue claims the poll and runs
+        it in a worker thread for every waiter at once (due expiries, outside
+        resolutions, the decisions waited on), so a thousand waiters cost one
+        thread hop per interval, not a thousand store reads.
 
         Raises:
             as `wait`.
@@ -279,23 +283,24 @@ class ApprovalQueue:
         check_decision_id(decision_id)
         started = time.monotonic_ns()
         loop = asyncio.get_running_loop()
-        pending, _ = self._store.get(decision_id)
+        pending, _ = await asyncio.to_thread(self._store.get, decision_id)
         self._adopt(pending)
         while True:
             waiter: asyncio.Future[None] = loop.create_future()
             with self._cond:
-                cached = self._approvals.get(decision_id)
-                if cached is not None:
-                    return cached
+                # Registered before the look at the cache: a settling that the look
+                # misses has not called _settled yet, and will wake this waiter.
                 self._async_waiters.setdefault(decision_id, []).append((loop, waiter))
             try:
+                cached = self._recorder.cached(decision_id)
+                if cached is not None:
+                    return cached
                 sweep = self._claim_sweep()
                 if sweep is not None:
                     await asyncio.to_thread(sweep)
-                if self._needs_settling(pending):
-                    approval = await asyncio.to_thread(self._settle, decision_id)
-                    if approval is not None:
-                        return approval
+                    cached = self._recorder.cached(decision_id)
+                    if cached is not None:
+                        return cached
                 pause = self._pause_s(pending, started, limit_ns)
                 await asyncio.wait((waiter,), timeout=pause)
             finally:
@@ -348,14 +353,15 @@ class ApprovalQueue:
         due: list[str] = []
         while self._deadlines and self._deadlines[0][0] <= now:
             _, decision_id = heapq.heappop(self._deadlines)
-            if decision_id not in self._approvals:
-                due.append(decision_id)
+            due.append(decision_id)  # one settled meanwhile is a cache hit in _settle
         return due
 
     def _expire(self, due: list[str], now: int) -> None:
         for index, decision_id in enumerate(due):
             try:
-                self._settle(decision_id)
+                if self._settle(decision_id) is None:
+                    # Another queue is logging it: look again later, to hand it over.
+                    self._retry([decision_id], now + self._poll_ns)
             except ApprovalError as exc:
                 if isinstance(exc, ApprovalStoreError):
                     # The store failed (locked, unreadable), it did not refuse: retry.
@@ -366,12 +372,14 @@ class ApprovalQueue:
                 _log.warning(
                     "ghost.approval_store_failed", decision_id=decision_id, error=type_name(exc)
                 )
+                with self._cond:
+                    self._known.pop(decision_id, None)
             except Exception:
                 self._retry(due[index:], now)
                 raise
 
     def _retry(self, decision_ids: list[str], now: int) -> None:
-        """Put deadlines back on the heap, due at ``now``: the next sweep expires them."""
+        """Put deadlines back on the heap, due at ``now``: a later sweep expires them."""
         with self._cond:
             for decision_id in decision_ids:
                 heapq.heappush(self._deadlines, (now, decision_id))
@@ -387,15 +395,21 @@ class ApprovalQueue:
     def _record_unrecorded(self) -> None:
         """Record the store's resolutions that no log holds yet, of the decisions we know."""
         for pending, resolution in self._store.unrecorded():
+            # Logged here, but telling the store failed (locked)? Tell it now, or the
+            # next run would log the resolution a second time.
+            if self._recorder.remark(pending.decision_id):
+                continue
             with self._cond:
                 ours = pending.decision_id in self._known
-                logged = self._approvals.get(pending.decision_id)
-            if logged is not None:
-                # Logged here, but telling the store failed (locked): tell it now, or
-                # the next run would log the resolution a second time.
-                self._mark_recorded(pending.decision_id, logged.approval_sha256)
-            elif ours:
-                self._record(pending, resolution)
+            if ours:
+                self._recorder.settle(pending, resolution)
+
+    def _settle_waited(self) -> None:
+        """Settle every decision an async waiter waits on that the store has settled."""
+        with self._cond:
+            waited = list(self._async_waiters)
+        for decision_id in waited:
+            self._settle(decision_id)
 
     def _claim_sweep(self) -> Callable[[], None] | None:
         """For an async waiter: the sweep due now, claimed so that no other waiter runs it.
@@ -413,19 +427,18 @@ class ApprovalQueue:
                 self._next_poll_ns = real + self._poll_ns
         if not due and not poll:
             return None
-        return lambda: self._sweep(due, now, self._record_unrecorded if poll else _nothing)
+        return lambda: self._sweep(due, now, self._poll_for_waiters if poll else _nothing)
 
-    def _needs_settling(self, pending: PendingApproval) -> bool:
-        """Whether the decision is resolved in the store or past its deadline (async poll)."""
-        if self._clock.time_ns() >= pending.expires_ns:
-            return True
-        _, resolution = self._store.get(pending.decision_id)
-        return resolution is not None
+    def _poll_for_waiters(self) -> None:
+        self._record_unrecorded()
+        self._settle_waited()
 
     def _settle(self, decision_id: str) -> Approval | None:
-        """Return the decision's recorded approval, expiring and recording it if due; else None."""
-        with self._cond:
-            cached = self._approvals.get(decision_id)
+        """Return the decision's approval, expiring and recording it if due; else None.
+
+        None while it waits, and while another queue logs its resolution.
+        """
+        cached = self._recorder.cached(decision_id)
         if cached is not None:
             return cached
         pending, resolution = self._store.get(decision_id)
@@ -434,7 +447,45 @@ class ApprovalQueue:
             if now < pending.expires_ns:
                 return None
             resolution = self._expire_one(pending, now)
-        return self._record(pending, resolution)
+        return self._recorder.settle(pending, resolution)
+
+    def _settle_now(self, pending: PendingApproval, resolution: Resolution) -> Approval:
+        """Settle a resolution this caller made, waiting while another queue logs it.
+
+        Another queue can hold the claim only briefly (it logs at once) or until
+        its lease lapses (it died): either way this returns within the lease.
+
+        Raises:
+            AuditError: it could not be recorded, here or elsewhere, within the lease.
+        """
+        give_up = time.monotonic_ns() + CLAIM_LEASE_NS + self._poll_ns
+        while True:
+            approval = self._recorder.settle(pending, resolution)
+            if approval is not None:
+                return approval
+            if time.monotonic_ns() >= give_up:
+                raise AuditError(
+                    f"the resolution of decision {pending.decision_id} is stored, but no log"
+                    " holds it yet (another process claimed it); the action must not run now"
+                )
+            time.sleep(self._poll_s)
+
+    def _started_ns(self, decision_id: str) -> int | None:
+        """When this queue began watching ``decision_id`` (the recorder's ``wait_ns`` origin)."""
+        with self._cond:
+            return self._known.get(decision_id)
+
+    def _settled(self, approval: Approval) -> None:
+        """A decision is settled (logged here or handed over): stop watching it, wake waiters."""
+        with self._cond:
+            self._known.pop(approval.decision_id, None)
+            self._settled_count += 1
+            woken = self._async_waiters.pop(approval.decision_id, [])
+            self._cond.notify_all()
+        for loop, waiter in woken:
+            # A closed loop raises RuntimeError: nobody waits there any more.
+            with contextlib.suppress(RuntimeError):
+                loop.call_soon_threadsafe(_wake, waiter)
 
     def _expire_one(self, pending: PendingApproval, now: int) -> Resolution:
         # At or after the deadline, so check_resolution accepts it by construction.
@@ -446,72 +497,6 @@ class ApprovalQueue:
             if won is None:
                 raise
             return won
-
-    def _record(self, pending: PendingApproval, resolution: Resolution) -> Approval:
-        """Write the ``/approvals`` record of a resolution once; return its `Approval`."""
-        decision_id = pending.decision_id
-        with self._record_lock:
-            now_ns = self._clock.monotonic_ns()
-            with self._cond:
-                cached = self._approvals.get(decision_id)
-                # Every path here adopts the decision first; unknown, it waited for nobody here.
-                started = self._known.get(decision_id, now_ns)
-            if cached is not None:
-                return cached
-            wait_ns = now_ns - started  # approval_record clamps a clock that went wrong
-            approver = None if resolution.approver is None else self._recorded(resolution.approver)
-            record = approval_record(
-                pending, resolution, approver=approver, wait_ns=wait_ns, run_id=self._run_id
-            )
-            try:
-                address = self._sink.append(APPROVALS_TOPIC, record)
-            except Exception as exc:
-                _log.error("ghost.audit_failed", decision_id=decision_id, error=type_name(exc))
-                if isinstance(exc, AuditError):
-                    raise
-                raise AuditError(
-                    f"the resolution of decision {decision_id} could not be recorded"
-                    f" ({type_name(exc)}); the action must not run"
-                ) from exc
-            approval = Approval(
-                decision_id=decision_id,
-                decision_sha256=pending.decision_sha256,
-                decision_run_id=pending.run_id,
-                outcome=resolution.outcome,
-                approver=approver,
-                final_verdict=final_verdict(pending, resolution),
-                wait_ns=record["wait_ns"],
-                executed_args_sha256=pending.executed_args_sha256,
-                policy_sha256=pending.policy_sha256,
-                expires_ns=pending.expires_ns,
-                resolved_ns=record["stamp_ns"],
-                approval_sha256=address,
-            )
-            with self._cond:
-                self._approvals[decision_id] = approval
-                # Its wait is measured; the cached approval now stops a second record.
-                self._known.pop(decision_id, None)
-                woken = self._async_waiters.pop(decision_id, [])
-                self._cond.notify_all()
-        self._mark_recorded(decision_id, address)
-        for loop, waiter in woken:
-            # A closed loop raises RuntimeError: nobody waits there any more.
-            with contextlib.suppress(RuntimeError):
-                loop.call_soon_threadsafe(_wake, waiter)
-        _log.info(
-            "ghost.approval_resolved",
-            decision_id=decision_id,
-            outcome=resolution.outcome,
-            approval_sha256=address,
-        )
-        return approval
-
-    def _mark_recorded(self, decision_id: str, address: str) -> None:
-        """Tell the store a resolution is logged; a failure is logged, retried at the next poll."""
-        try:
-            self._store.mark_recorded(decision_id, address)
-        except Exception as exc:  # noqa: BLE001 - a later run may log it twice, never zero
-            _log.warning("ghost.approval_store_failed", error=type_name(exc))
 
     def _pause_s(self, pending: PendingApproval, started: int, limit_ns: int | None) -> float:
         """How long a waiter sleeps before looking again; raises TimeoutError when it is done."""

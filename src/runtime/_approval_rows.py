@@ -23,9 +23,10 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Final, cast
 
-from runtime._approval_store import Outcome, PendingApproval, Resolution
+from runtime._approval_store import Outcome, PendingApproval, Resolution, ResolutionRecord
 from runtime._errors import ApprovalError
 from runtime._verdict import RuntimeVerdict
 
@@ -39,9 +40,12 @@ __all__ = [
     "SCHEMA_VERSION",
     "SELECT_ONE",
     "SELECT_PENDING",
+    "SELECT_RESOLUTION_STATE",
     "SELECT_UNRECORDED",
     "DamagedRow",
+    "ResolutionState",
     "decode_row",
+    "decode_state",
     "integer_value",
     "lookup_key",
     "optional_text",
@@ -74,14 +78,20 @@ SCHEMA: Final = (
         expires_ns TEXT NOT NULL
     )""",
     # seq: the order resolutions were stored in (unrecorded() hands them over in it).
-    # approval_sha256: the audit record that holds the resolution, once logged.
+    # recorder, claimed_until_ns: the queue that claimed the logging, and until when.
+    # approval_sha256, wait_ns: the audit record that holds the resolution, once logged.
+    # executed: 1 once an approval has run (it runs once, whichever process runs it).
     """CREATE TABLE resolutions (
         seq INTEGER PRIMARY KEY AUTOINCREMENT,
         decision_id TEXT NOT NULL UNIQUE REFERENCES approvals (decision_id),
         outcome TEXT NOT NULL,
         approver TEXT,
         resolved_ns TEXT NOT NULL,
-        approval_sha256 TEXT
+        recorder TEXT,
+        claimed_until_ns TEXT,
+        approval_sha256 TEXT,
+        wait_ns TEXT,
+        executed INTEGER NOT NULL DEFAULT 0
     )""",
 )
 # The columns of `approvals`, in the order of PendingApproval's fields; then a resolution's.
@@ -115,6 +125,10 @@ WHERE r.approval_sha256 IS NULL ORDER BY r.seq"""
 INSERT_RESOLUTION: Final = (
     "INSERT INTO resolutions (decision_id, outcome, approver, resolved_ns)"
     " SELECT ?, ?, ?, ? WHERE EXISTS (SELECT 1 FROM approvals WHERE decision_id = ?)"
+)
+SELECT_RESOLUTION_STATE: Final = (
+    "SELECT recorder, claimed_until_ns, approval_sha256, wait_ns, executed"
+    " FROM resolutions WHERE decision_id = ?"
 )
 _DECIMAL: Final = re.compile(r"-?(?:0|[1-9][0-9]*)")
 
@@ -291,3 +305,34 @@ def decode_row(
         )
     except (ValueError, TypeError, RecursionError):  # the records' own checks, json
         raise DamagedRow from None
+
+
+@dataclass(frozen=True, slots=True)
+class ResolutionState:
+    """What a resolution row says beyond the resolution: its claim, its record, its run."""
+
+    recorder: str | None
+    claimed_until_ns: int | None
+    record: ResolutionRecord | None
+    executed: bool
+
+
+def decode_state(row: Sequence[object]) -> ResolutionState:
+    """Return the state a row of `SELECT_RESOLUTION_STATE` holds.
+
+    Raises:
+        DamagedRow: the row holds something a store never writes.
+    """
+    recorder, claimed_until_ns, approval_sha256, wait_ns, executed = row
+    if (approval_sha256 is None) != (wait_ns is None) or executed not in (0, 1):
+        raise DamagedRow
+    if (recorder is None) != (claimed_until_ns is None) or type(executed) is not int:
+        raise DamagedRow
+    return ResolutionState(
+        recorder=_stored_optional(recorder),
+        claimed_until_ns=None if claimed_until_ns is None else _stored_int(claimed_until_ns),
+        record=None
+        if approval_sha256 is None
+        else ResolutionRecord(_stored_text(approval_sha256), _stored_int(wait_ns)),
+        executed=executed == 1,
+    )

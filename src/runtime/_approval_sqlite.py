@@ -49,6 +49,7 @@ thread-safe, and every process opens its own (a store carried across
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import sqlite3
@@ -56,6 +57,7 @@ import stat
 import threading
 import time
 import urllib.parse
+from collections.abc import Iterator
 from typing import Final
 
 from runtime._approval_rows import (
@@ -67,16 +69,19 @@ from runtime._approval_rows import (
     SCHEMA_VERSION,
     SELECT_ONE,
     SELECT_PENDING,
+    SELECT_RESOLUTION_STATE,
     SELECT_UNRECORDED,
     DamagedRow,
+    ResolutionState,
     decode_row,
+    decode_state,
     integer_value,
     lookup_key,
     optional_text,
     pending_row,
     text_value,
 )
-from runtime._approval_store import PendingApproval, Resolution
+from runtime._approval_store import PendingApproval, Resolution, ResolutionRecord
 from runtime._errors import ApprovalError, ApprovalStoreError
 from runtime._logging import get_event_log
 
@@ -258,31 +263,80 @@ class SqliteApprovalStore:
             found.append((pending, resolution))
         return found
 
-    def mark_recorded(self, decision_id: str, approval_sha256: str) -> None:
-        """Note that the resolution of ``decision_id`` is logged, as record ``approval_sha256``.
+    def claim_recording(
+        self, decision_id: str, claimant: str, *, now_ns: int, until_ns: int
+    ) -> bool:
+        """Take the right to log the resolution of ``decision_id`` (see `ApprovalStore`).
 
         Raises:
-            ApprovalError: the decision is unknown or not resolved, or
-                ``approval_sha256`` is not a string.
+            ApprovalError: the decision is unknown or not resolved, or an
+                argument cannot be stored.
+            ApprovalStoreError: the store cannot be written.
+        """
+        key = lookup_key(decision_id)
+        who = text_value(claimant, "claimant")
+        now = _wall(now_ns, "now_ns")
+        until = integer_value(until_ns, "until_ns")
+        with self._lock, self._writing(key) as (conn, state):
+            if state.record is not None:
+                return False
+            held = state.recorder is not None and state.recorder != who
+            if held and state.claimed_until_ns is not None and now < state.claimed_until_ns:
+                return False
+            self._write(
+                conn,
+                "UPDATE resolutions SET recorder = ?, claimed_until_ns = ? WHERE decision_id = ?",
+                (who, until, key),
+            )
+            return True
+
+    def mark_recorded(self, decision_id: str, approval_sha256: str, wait_ns: int) -> None:
+        """Note that the resolution of ``decision_id`` is logged (the first mark stays).
+
+        Raises:
+            ApprovalError: the decision is unknown or not resolved, or an
+                argument cannot be stored.
             ApprovalStoreError: the store cannot be written.
         """
         key = lookup_key(decision_id)
         address = text_value(approval_sha256, "approval_sha256")
+        wait = integer_value(wait_ns, "wait_ns")
+        with self._lock, self._writing(key) as (conn, state):
+            if state.record is None:
+                self._write(
+                    conn,
+                    "UPDATE resolutions SET approval_sha256 = ?, wait_ns = ? WHERE decision_id = ?",
+                    (address, wait, key),
+                )
+
+    def record_of(self, decision_id: str) -> ResolutionRecord | None:
+        """Return where the resolution of ``decision_id`` is logged, or None while it is not.
+
+        Raises:
+            ApprovalError: the decision is unknown.
+            ApprovalStoreError: the store cannot be read.
+        """
+        key = lookup_key(decision_id)
         with self._lock:
-            conn = self._connection()
-            try:
-                updated = conn.execute(
-                    "UPDATE resolutions SET approval_sha256 = ? WHERE decision_id = ?",
-                    (address, key),
-                ).rowcount
-            except sqlite3.Error as exc:
-                raise self._failure(exc) from None
-            if updated == 1:
-                return
-            known = self._query_one("SELECT 1 FROM approvals WHERE decision_id = ?", (key,))
-        if known is not None:
-            raise ApprovalError(f"decision {decision_id} is not resolved")
-        raise ApprovalError(f"no decision {decision_id!r} awaits approval")
+            row = self._query_one(SELECT_RESOLUTION_STATE, (key,))
+            if row is None:
+                self._known(key, decision_id, resolved=False)
+                return None
+        return self._state(row).record
+
+    def claim_execution(self, decision_id: str) -> bool:
+        """Mark an approval as executed; True the first time, False ever after.
+
+        Raises:
+            ApprovalError: the decision is unknown or not resolved.
+            ApprovalStoreError: the store cannot be written.
+        """
+        key = lookup_key(decision_id)
+        with self._lock, self._writing(key) as (conn, state):
+            if state.executed:
+                return False
+            self._write(conn, "UPDATE resolutions SET executed = 1 WHERE decision_id = ?", (key,))
+            return True
 
     def close(self) -> None:
         """Close the connection (idempotent); a closed store raises `ApprovalStoreError`."""
@@ -434,6 +488,48 @@ class SqliteApprovalStore:
             )
         return self._conn
 
+    @contextlib.contextmanager
+    def _writing(self, key: str) -> Iterator[tuple[sqlite3.Connection, ResolutionState]]:
+        """A write transaction on the resolution of ``key`` (under _lock), with its state.
+
+        Commits when the block ends, rolls back when it raises.
+
+        Raises:
+            ApprovalError: the decision is unknown or not resolved.
+            ApprovalStoreError: the store cannot be written.
+        """
+        conn = self._connection()
+        self._write(conn, "BEGIN IMMEDIATE", ())
+        try:
+            row = self._query_one(SELECT_RESOLUTION_STATE, (key,))
+            if row is None:
+                self._known(key, key, resolved=True)
+            assert row is not None  # _known raised
+            yield conn, self._state(row)
+            self._write(conn, "COMMIT", ())
+        finally:
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+
+    def _known(self, key: str, decision_id: str, *, resolved: bool) -> None:
+        """Raise for a decision without a resolution row: unknown, or (``resolved``) unresolved."""
+        if self._query_one("SELECT 1 FROM approvals WHERE decision_id = ?", (key,)) is None:
+            raise ApprovalError(f"no decision {decision_id!r} awaits approval")
+        if resolved:
+            raise ApprovalError(f"decision {decision_id} is not resolved")
+
+    def _write(self, conn: sqlite3.Connection, sql: str, parameters: tuple[str, ...]) -> None:
+        try:
+            conn.execute(sql, parameters)
+        except sqlite3.Error as exc:
+            raise self._failure(exc) from None
+
+    def _state(self, row: tuple[object, ...]) -> ResolutionState:
+        try:
+            return decode_state(row)
+        except DamagedRow:
+            raise self._damaged("it holds a row that is not an approval ghost wrote") from None
+
     def _query(self, sql: str, parameters: tuple[str, ...]) -> list[tuple[object, ...]]:
         conn = self._connection()
         try:
@@ -485,6 +581,13 @@ def _primary(exc: sqlite3.Error) -> int | None:
     """SQLite's primary result code of an error (its low byte), if it has one."""
     code = getattr(exc, "sqlite_errorcode", None)
     return None if code is None else int(code) & 0xFF
+
+
+def _wall(value: object, field: str) -> int:
+    """A wall-clock reading given to a claim: an int (a claim compares, never stores it)."""
+    if not isinstance(value, int):
+        raise ApprovalError(f"{field} is a {type(value).__name__}, not an integer")
+    return int(value)
 
 
 def _os_cause(exc: OSError) -> str:

@@ -33,6 +33,7 @@ __all__ = [
     "Outcome",
     "PendingApproval",
     "Resolution",
+    "ResolutionRecord",
     "check_resolution",
 ]
 
@@ -114,6 +115,19 @@ class Resolution:
             raise ValueError(f"an outcome is one of {', '.join(OUTCOMES)}, not {self.outcome!r}")
         if (self.outcome == "expired") != (self.approver is None):
             raise ValueError("an expiry has no approver, and a human resolution has one")
+
+
+@dataclass(frozen=True, slots=True)
+class ResolutionRecord:
+    """Where a resolution is logged: what a queue that did not log it needs to hand it over.
+
+    Attributes:
+        approval_sha256: the content address of the ``/approvals`` record.
+        wait_ns: the ``wait_ns`` that record holds.
+    """
+
+    approval_sha256: str
+    wait_ns: int
 
 
 def check_resolution(pending: PendingApproval, resolution: Resolution) -> None:
@@ -200,8 +214,50 @@ class ApprovalStore(Protocol):
         """Return the resolutions no audit log holds yet, in the order they were stored."""
         ...
 
-    def mark_recorded(self, decision_id: str, approval_sha256: str) -> None:
+    def claim_recording(
+        self, decision_id: str, claimant: str, *, now_ns: int, until_ns: int
+    ) -> bool:
+        """Take the right to log the resolution of ``decision_id``; True if ``claimant`` holds it.
+
+        A compare-and-set, like ``resolve``: of concurrent claimants (queues
+        sharing the store), one holds the claim until ``until_ns`` or until
+        the resolution is logged. A claim lapses at its ``until_ns`` (wall
+        clock, compared with the caller's ``now_ns``): then another claimant
+        may take it, so a recorder that died does not keep a resolution out of
+        every log. A claimant that holds the claim may renew it.
+
+        Returns:
+            False when the resolution is logged already, or another claimant
+            holds a claim that has not lapsed.
+
+        Raises:
+            ApprovalError: the decision is unknown or not resolved.
+        """
+        ...
+
+    def mark_recorded(self, decision_id: str, approval_sha256: str, wait_ns: int) -> None:
         """Note that the resolution of ``decision_id`` is logged, as record ``approval_sha256``.
+
+        The first mark stays: a second one (a record written twice, after a
+        claim lapsed) leaves the store as it was.
+
+        Raises:
+            ApprovalError: the decision is unknown or not resolved.
+        """
+        ...
+
+    def record_of(self, decision_id: str) -> ResolutionRecord | None:
+        """Return where the resolution of ``decision_id`` is logged, or None while it is not.
+
+        Raises:
+            ApprovalError: the decision is unknown.
+        """
+        ...
+
+    def claim_execution(self, decision_id: str) -> bool:
+        """Mark an approval as executed; True the first time, False ever after.
+
+        An approval runs once, across every process that shares the store.
 
         Raises:
             ApprovalError: the decision is unknown or not resolved.
@@ -216,7 +272,7 @@ class ApprovalStore(Protocol):
 class MemoryApprovalStore:
     """An `ApprovalStore` in this process's memory: the default, gone when the process is."""
 
-    __slots__ = ("_entries", "_lock", "_recorded", "_unrecorded")
+    __slots__ = ("_claims", "_entries", "_executed", "_lock", "_records", "_unrecorded")
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
@@ -224,7 +280,9 @@ class MemoryApprovalStore:
         # Resolved ids no log holds yet, in the order stored (a dict keeps insertion
         # order): `unrecorded` costs what is unrecorded, not every resolution ever made.
         self._unrecorded: dict[str, None] = {}
-        self._recorded: dict[str, str] = {}
+        self._claims: dict[str, tuple[str, int]] = {}  # id -> (claimant, until_ns)
+        self._records: dict[str, ResolutionRecord] = {}
+        self._executed: set[str] = set()
 
     def add(self, pending: PendingApproval) -> None:
         with self._lock:
@@ -261,13 +319,39 @@ class MemoryApprovalStore:
                 found.append((pending, resolution))
             return found
 
-    def mark_recorded(self, decision_id: str, approval_sha256: str) -> None:
+    def claim_recording(
+        self, decision_id: str, claimant: str, *, now_ns: int, until_ns: int
+    ) -> bool:
         with self._lock:
-            _, resolution = self._entry(decision_id)
-            if resolution is None:
-                raise ApprovalError(f"decision {decision_id} is not resolved")
-            self._recorded[decision_id] = approval_sha256
+            self._resolved(decision_id)
+            if decision_id in self._records:
+                return False
+            holder = self._claims.get(decision_id)
+            if holder is not None and holder[0] != claimant and now_ns < holder[1]:
+                return False
+            self._claims[decision_id] = (claimant, until_ns)
+            return True
+
+    def mark_recorded(self, decision_id: str, approval_sha256: str, wait_ns: int) -> None:
+        with self._lock:
+            self._resolved(decision_id)
+            if decision_id not in self._records:
+                self._records[decision_id] = ResolutionRecord(approval_sha256, wait_ns)
             self._unrecorded.pop(decision_id, None)
+            self._claims.pop(decision_id, None)
+
+    def record_of(self, decision_id: str) -> ResolutionRecord | None:
+        with self._lock:
+            self._entry(decision_id)
+            return self._records.get(decision_id)
+
+    def claim_execution(self, decision_id: str) -> bool:
+        with self._lock:
+            self._resolved(decision_id)
+            if decision_id in self._executed:
+                return False
+            self._executed.add(decision_id)
+            return True
 
     def close(self) -> None:
         return None
@@ -277,3 +361,9 @@ class MemoryApprovalStore:
             return self._entries[decision_id]
         except (KeyError, TypeError):
             raise ApprovalError(f"no decision {decision_id!r} awaits approval") from None
+
+    def _resolved(self, decision_id: str) -> Resolution:
+        _, resolution = self._entry(decision_id)
+        if resolution is None:
+            raise ApprovalError(f"decision {decision_id} is not resolved")
+        return resolution

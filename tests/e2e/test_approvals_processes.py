@@ -153,6 +153,52 @@ def test_an_operator_approves_from_the_cli_while_the_agent_waits(tmp_path: Path)
     assert b"already resolved (approved" in again.stderr
 
 
+def test_two_live_agents_on_one_store_log_each_resolution_once(tmp_path: Path) -> None:
+    # Each agent watches the other's decision too (it was in the store when it
+    # started); the store's claim lets exactly one of them log each resolution.
+    store = tmp_path / "approvals.db"
+    runs = [tmp_path / "first.mcap", tmp_path / "second.mcap"]
+    first = Agent("hold", store, runs[0], "refund", "250", cwd=tmp_path)
+    second: Agent | None = None
+    try:
+        pendings = [first.event()]
+        second = Agent("hold", store, runs[1], "refund", "300", cwd=tmp_path)
+        pendings.append(second.event())
+        for index, pending in enumerate(pendings):
+            verb = "approve" if index == 0 else "reject"
+            result = ghost(
+                "approvals", verb, pending["decision_id"], "--store", store,
+                "--approver", "alice", cwd=tmp_path,
+            )  # fmt: skip
+            assert result.returncode == 0, result.stderr
+        resolved = [first.event(), second.event()]
+        first.finish()
+        second.finish()
+    finally:
+        first.kill()
+        if second is not None:
+            second.kill()
+
+    assert [r["outcome"] for r in resolved] == ["approved", "rejected"]
+    assert resolved[0]["executed"] == {"amount": 250, "currency": "EUR"}
+    logged = {run: _approvals(run) for run in runs}
+    everywhere = [record for records in logged.values() for record in records]
+    assert Counter(r["decision_id"] for r in everywhere) == {p["decision_id"]: 1 for p in pendings}
+    for pending, result in zip(pendings, resolved, strict=True):
+        # Whichever agent logged it, the waiting one was handed that very record.
+        (run,) = [
+            r for r in runs if any(a["decision_id"] == result["decision_id"] for a in logged[r])
+        ]
+        addresses = {
+            rec.sha256 for rec in read_run(run).records if rec.topic == "/approvals"
+            and rec.record and rec.record["decision_id"] == pending["decision_id"]
+        }  # fmt: skip
+        assert addresses == {result["approval_sha256"]}
+    for run in runs:
+        assert _verify(run) == 0
+    assert _listed(store, tmp_path) == []
+
+
 def test_a_killed_agent_s_approval_is_resolved_from_the_cli_and_lands_in_the_next_run(
     tmp_path: Path,
 ) -> None:

@@ -94,3 +94,8 @@ def held(gate: Gate, action: Action | None = None) -> Decision:
     decision = gate.check(refund() if action is None else action)
     assert decision.verdict == "pending", decision.reason
     return decision
+
+
+def decision_run(gate: Gate) -> str | None:
+    """The run a gate's decisions are logged in (its sink's run id)."""
+    return gate.approvals.run_id

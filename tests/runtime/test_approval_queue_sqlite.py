@@ -10,13 +10,14 @@ which the sweep drops for good.
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from audit import MemoryAuditSink
-from runtime import ApprovalStoreError, Resolution, SqliteApprovalStore
+from runtime import ApprovalStoreError, Resolution, ResolutionRecord, SqliteApprovalStore
 from runtime.testing import ManualClock
 from tests.runtime.approvals import S, held, make_gate, refund, search
 
@@ -82,22 +83,69 @@ def test_a_resolution_the_locked_store_refused_is_a_store_error_and_can_be_retri
     assert outcomes(sink) == ["approved"]
 
 
-def test_a_resolution_logged_while_the_store_was_locked_is_marked_later_and_never_logged_twice(
+class LockingSink(MemoryAuditSink):
+    """A real memory sink; once it holds an ``/approvals`` record, another process locks the store.
+
+    The unlucky moment: the resolution is logged, and the store cannot be told so.
+    """
+
+    def __init__(self, path: Path) -> None:
+        super().__init__()
+        self.path = path
+        self.other: sqlite3.Connection | None = None
+
+    def append(self, topic: str, record: Mapping[str, Any]) -> str:
+        address = super().append(topic, record)
+        if topic == "/approvals" and self.other is None:
+            self.other = locked(self.path)
+        return address
+
+
+def _approve_from_outside(path: Path, decision_id: str, clock: ManualClock) -> None:
+    # An operator approves through the file, as ``ghost approvals approve`` does.
+    with SqliteApprovalStore(path, create=False) as operator:
+        operator.resolve(Resolution(decision_id, "approved", "alice", clock.time_ns()))
+
+
+def test_a_resolution_the_locked_store_cannot_hand_out_is_logged_once_it_can(
     store: SqliteApprovalStore, path: Path
 ) -> None:
     clock = ManualClock()
     gate, sink, _ = make_gate(clock, store=store)
     decision = held(gate, refund())
-    # An operator approves through the file, as ``ghost approvals approve`` does.
-    with SqliteApprovalStore(path, create=False) as operator:
-        pending, _ = operator.get(decision.decision_id)
-        operator.resolve(Resolution(decision.decision_id, "approved", "alice", clock.time_ns()))
-    del pending
+    _approve_from_outside(path, decision.decision_id, clock)
 
-    other = locked(path)
+    other = locked(path)  # the claim to log it cannot be taken: nothing is logged yet
+    gate.approvals.sweep(force=True)
+    assert outcomes(sink) == []
+    other.execute("ROLLBACK")
+    other.close()
+
+    gate.approvals.sweep(force=True)
+    assert outcomes(sink) == ["approved"]
+    assert store.unrecorded() == []
+    record = store.record_of(decision.decision_id)
+    assert record is not None
+    (entry,) = [e for e in sink.entries if e.topic == "/approvals"]
+    assert record == ResolutionRecord(entry.sha256, entry.record["wait_ns"])
+
+
+def test_a_resolution_logged_while_the_store_was_locked_is_marked_later_and_never_logged_twice(
+    store: SqliteApprovalStore, path: Path
+) -> None:
+    clock = ManualClock()
+    sink = LockingSink(path)
+    gate, _, _ = make_gate(clock, store=store, sink=sink)
+    decision = held(gate, refund())
+    _approve_from_outside(path, decision.decision_id, clock)
+
     gate.approvals.sweep(force=True)  # logged; the store cannot be told so (locked)
     assert outcomes(sink) == ["approved"]
     assert [p.decision_id for p, _ in store.unrecorded()] == [decision.decision_id]
+    other = sink.other
+    assert other is not None
+    gate.approvals.sweep(force=True)  # still locked: nothing logged a second time
+    assert outcomes(sink) == ["approved"]
     other.execute("ROLLBACK")
     other.close()
 

@@ -90,7 +90,11 @@ def test_the_store_keeps_the_fields_of_an_approval_and_nothing_more(
     assert approvals == [field.name for field in dataclasses.fields(PendingApproval)]
     assert set(resolutions) == {f.name for f in dataclasses.fields(Resolution)} | {
         "seq",
+        "recorder",
+        "claimed_until_ns",
         "approval_sha256",
+        "wait_ns",
+        "executed",
     }
 
 
@@ -98,14 +102,16 @@ def test_mark_recorded_keeps_the_records_address(store: SqliteApprovalStore, pat
     store.add(make_pending())
     store.resolve(Resolution("d-1", "approved", "alice", 1_500))
 
-    store.mark_recorded("d-1", "f" * 64)
+    store.mark_recorded("d-1", "f" * 64, 7)
 
     connection = raw(path)
     try:
-        rows = connection.execute("SELECT decision_id, approval_sha256 FROM resolutions").fetchall()
+        rows = connection.execute(
+            "SELECT decision_id, approval_sha256, wait_ns FROM resolutions"
+        ).fetchall()
     finally:
         connection.close()
-    assert rows == [("d-1", "f" * 64)]
+    assert rows == [("d-1", "f" * 64, "7")]
 
 
 def test_a_second_store_on_the_file_sees_every_change_at_once(
@@ -120,7 +126,7 @@ def test_a_second_store_on_the_file_sees_every_change_at_once(
         assert store.get("a")[1] == Resolution("a", "approved", "alice", 1_500)
         with pytest.raises(ApprovalError, match=r"already resolved \(approved by 'alice'\)"):
             store.resolve(Resolution("a", "rejected", "bob", 1_501))
-        store.mark_recorded("a", "f" * 64)
+        store.mark_recorded("a", "f" * 64, 7)
         assert other.unrecorded() == []
 
 
@@ -130,7 +136,7 @@ def test_a_restart_finds_pending_resolved_and_unrecorded_as_they_were(path: Path
             before.add(make_pending(decision_id))
         before.resolve(Resolution("c", "rejected", "bob", 1_500))
         before.resolve(Resolution("a", "approved", "alice", 1_600))
-        before.mark_recorded("c", "f" * 64)
+        before.mark_recorded("c", "f" * 64, 7)
 
     with SqliteApprovalStore(path) as after:
         assert [p.decision_id for p in after.pending()] == ["b"]
@@ -574,7 +580,7 @@ def test_a_table_gone_after_opening_is_a_store_error(
     with pytest.raises(ApprovalStoreError, match="no such table"):
         store.resolve(Resolution("d-1", "approved", "alice", 1_500))
     with pytest.raises(ApprovalStoreError, match="no such table"):
-        store.mark_recorded("d-1", "f" * 64)
+        store.mark_recorded("d-1", "f" * 64, 7)
     connection = raw(path)
     connection.execute("DROP TABLE approvals")
     connection.close()
@@ -677,7 +683,7 @@ def test_mark_recorded_refuses_an_address_that_is_not_text(store: SqliteApproval
     store.resolve(Resolution("d-1", "approved", "alice", 1_500))
 
     with pytest.raises(ApprovalError, match="approval_sha256 is a bytes, not a string"):
-        store.mark_recorded("d-1", b"f" * 64)  # type: ignore[arg-type]
+        store.mark_recorded("d-1", b"f" * 64, 7)  # type: ignore[arg-type]
 
     assert len(store.unrecorded()) == 1
 
@@ -690,7 +696,7 @@ def test_an_id_that_cannot_be_one_is_simply_not_found(
 
     for call in (
         lambda: store.get(decision_id),
-        lambda: store.mark_recorded(decision_id, "f" * 64),
+        lambda: store.mark_recorded(decision_id, "f" * 64, 7),
     ):
         with pytest.raises(ApprovalError, match="awaits approval") as caught:
             call()
@@ -804,7 +810,7 @@ def test_a_closed_store_refuses_every_call(path: Path) -> None:
         store.pending,
         lambda: store.resolve(Resolution("d-1", "approved", "alice", 1_500)),
         store.unrecorded,
-        lambda: store.mark_recorded("d-1", "f" * 64),
+        lambda: store.mark_recorded("d-1", "f" * 64, 7),
     ]
     for call in calls:
         with pytest.raises(ApprovalStoreError, match="is closed"):

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import tempfile
+import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -24,6 +25,7 @@ from runtime import (
     MemoryApprovalStore,
     PendingApproval,
     Resolution,
+    ResolutionRecord,
     RuntimeVerdict,
     SqliteApprovalStore,
     check_resolution,
@@ -225,13 +227,15 @@ def test_mark_recorded_removes_exactly_that_resolution_from_unrecorded(
         store.add(make_pending(decision_id))
         store.resolve(Resolution(decision_id, "approved", "alice", 1_500))
 
-    store.mark_recorded("b", "f" * 64)
+    store.mark_recorded("b", "f" * 64, 7)
 
     assert [p.decision_id for p, _ in store.unrecorded()] == ["a", "c"]
-    store.mark_recorded("b", "e" * 64)  # marking again is harmless
-    store.mark_recorded("a", "d" * 64)
-    store.mark_recorded("c", "c" * 64)
+    store.mark_recorded("b", "e" * 64, 8)  # marking again is harmless: the first mark stays
+    store.mark_recorded("a", "d" * 64, 9)
+    store.mark_recorded("c", "c" * 64, 10)
     assert store.unrecorded() == []
+    assert store.record_of("b") == ResolutionRecord("f" * 64, 7)
+    assert store.record_of("a") == ResolutionRecord("d" * 64, 9)
     # Recording changes nothing of the approval or its resolution.
     assert store.get("b")[1] == Resolution("b", "approved", "alice", 1_500)
 
@@ -240,9 +244,9 @@ def test_mark_recorded_refuses_an_unresolved_or_unknown_decision(store: Approval
     store.add(make_pending())
 
     with pytest.raises(ApprovalError, match="d-1 is not resolved"):
-        store.mark_recorded("d-1", "f" * 64)
+        store.mark_recorded("d-1", "f" * 64, 7)
     with pytest.raises(ApprovalError, match="'d-2' awaits approval"):
-        store.mark_recorded("d-2", "f" * 64)
+        store.mark_recorded("d-2", "f" * 64, 7)
 
     store.resolve(Resolution("d-1", "expired", None, 2_000))
     assert len(store.unrecorded()) == 1
@@ -475,3 +479,84 @@ def test_a_resolution_of_another_decision_is_refused() -> None:
     for outcome, approver, at in (("approved", "alice", 1_500), ("expired", None, 2_000)):
         with pytest.raises(ApprovalError, match="a resolution of d-2 cannot resolve d-1"):
             check_resolution(PENDING, Resolution("d-2", outcome, approver, at))  # type: ignore[arg-type]
+
+
+# --- who logs a resolution, and how often an approval runs ------------------------------------
+
+
+def _resolved(store: ApprovalStore, decision_id: str = "d-1") -> None:
+    store.add(make_pending(decision_id))
+    store.resolve(Resolution(decision_id, "approved", "alice", 1_500))
+
+
+def test_one_claimant_holds_the_claim_until_it_lapses(store: ApprovalStore) -> None:
+    _resolved(store)
+
+    assert store.claim_recording("d-1", "queue-a", now_ns=100, until_ns=200)
+    assert not store.claim_recording("d-1", "queue-b", now_ns=150, until_ns=250)
+    assert not store.claim_recording("d-1", "queue-b", now_ns=199, until_ns=299)
+    assert store.claim_recording("d-1", "queue-a", now_ns=199, until_ns=400)  # a renewal
+    assert not store.claim_recording("d-1", "queue-b", now_ns=399, until_ns=500)
+    # Lapsed (at its until_ns): queue-a died between its claim and its record.
+    assert store.claim_recording("d-1", "queue-b", now_ns=400, until_ns=500)
+    assert not store.claim_recording("d-1", "queue-a", now_ns=450, until_ns=550)
+
+
+def test_a_logged_resolution_cannot_be_claimed_by_anyone(store: ApprovalStore) -> None:
+    _resolved(store)
+    assert store.record_of("d-1") is None
+    assert store.claim_recording("d-1", "queue-a", now_ns=100, until_ns=200)
+
+    store.mark_recorded("d-1", "a" * 64, 42)
+
+    assert store.record_of("d-1") == ResolutionRecord("a" * 64, 42)
+    assert not store.claim_recording("d-1", "queue-a", now_ns=150, until_ns=250)
+    assert not store.claim_recording("d-1", "queue-b", now_ns=10**30, until_ns=10**31)
+
+
+def test_claims_and_records_refuse_an_unknown_or_unresolved_decision(store: ApprovalStore) -> None:
+    store.add(make_pending())
+    with pytest.raises(ApprovalError, match="d-1 is not resolved"):
+        store.claim_recording("d-1", "queue-a", now_ns=1, until_ns=2)
+    with pytest.raises(ApprovalError, match="d-1 is not resolved"):
+        store.claim_execution("d-1")
+    assert store.record_of("d-1") is None
+    for call in (
+        lambda: store.claim_recording("d-2", "queue-a", now_ns=1, until_ns=2),
+        lambda: store.claim_execution("d-2"),
+        lambda: store.record_of("d-2"),
+    ):
+        with pytest.raises(ApprovalError, match="'d-2' awaits approval"):
+            call()
+
+
+def test_an_approval_is_executed_once(store: ApprovalStore) -> None:
+    _resolved(store, "a")
+    _resolved(store, "b")
+
+    assert store.claim_execution("a")
+    assert not store.claim_execution("a")
+    assert store.claim_execution("b")
+    assert not store.claim_execution("b")
+    assert store.get("a")[1] == Resolution("a", "approved", "alice", 1_500)
+
+
+def test_threads_claiming_at_once_leave_exactly_one_holder(store: ApprovalStore) -> None:
+    _resolved(store)
+    won: list[str] = []
+    barrier = threading.Barrier(8)
+
+    def claim(index: int) -> None:
+        barrier.wait()
+        if store.claim_recording("d-1", f"queue-{index}", now_ns=100, until_ns=10**12):
+            won.append(f"queue-{index}")
+        if store.claim_execution("d-1"):
+            won.append("executed")
+
+    threads = [threading.Thread(target=claim, args=(i,)) for i in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert len(won) == 2, won
+    assert "executed" in won

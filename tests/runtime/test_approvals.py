@@ -25,7 +25,15 @@ from runtime import (
     value_sha256,
 )
 from runtime.testing import ManualClock
-from tests.runtime.approvals import APPROVAL_POLICY, S, held, make_gate, refund, search
+from tests.runtime.approvals import (
+    APPROVAL_POLICY,
+    S,
+    decision_run,
+    held,
+    make_gate,
+    refund,
+    search,
+)
 
 
 @pytest.fixture
@@ -788,6 +796,90 @@ def test_a_new_queue_expires_what_waited_in_the_store_at_its_next_check(
     second.check(search())  # no wait, no resolve: the new queue knew it from the start
     (record,) = sink.records("/approvals")
     assert (record["decision_id"], record["outcome"]) == (decision.decision_id, "expired")
+    assert record["decision_run_id"] == decision_run(first)
+    assert store.unrecorded() == []
+
+
+def test_two_live_queues_on_one_store_log_a_resolution_once(clock: ManualClock) -> None:
+    store = MemoryApprovalStore()
+    first, first_sink, _ = make_gate(clock, store=store)
+    decision = held(first)
+    second, second_sink, _ = make_gate(clock, store=store)  # another agent, same store
+    store.resolve(Resolution(decision.decision_id, "approved", "bob", clock.time_ns()))
+
+    second.approvals.sweep(force=True)  # the first to look logs it, naming the deciding run
+    first.approvals.sweep(force=True)  # the deciding agent finds it logged: not twice
+
+    assert first_sink.records("/approvals") == ()
+    (entry,) = [e for e in second_sink.entries if e.topic == "/approvals"]
+    assert entry.record["decision_run_id"] == decision_run(first)
+    # The deciding agent is handed the same approval: one record, one address everywhere.
+    handed = first.approvals.wait(decision.decision_id, timeout_s=5)
+    assert handed.approval_sha256 == entry.sha256
+    assert handed.wait_ns == entry.record["wait_ns"]
+    assert handed == second.approvals.wait(decision.decision_id, timeout_s=5)
+    # It runs once, whichever agent runs it.
+    first.approvals.execute(handed, decision.args)
+    with pytest.raises(ApprovalError, match="already executed"):
+        second.approvals.execute(handed, decision.args)
+
+
+class SlowSink(MemoryAuditSink):
+    """A real memory sink that takes its time over each ``/approvals`` record.
+
+    It widens the moment between deciding to log a resolution and the store
+    knowing it is logged, where two queues without a claim would both log it.
+    """
+
+    def append(self, topic: str, record: Any) -> str:
+        if topic == "/approvals":
+            time.sleep(0.005)
+        return super().append(topic, record)
+
+
+def test_queues_sweeping_at_the_same_moment_log_each_resolution_once(
+    clock: ManualClock,
+) -> None:
+    store = MemoryApprovalStore()
+    first, first_sink, _ = make_gate(clock, store=store, sink=SlowSink())
+    decisions = [held(first, refund(100 + i)) for i in range(12)]
+    second, second_sink, _ = make_gate(clock, store=store, sink=SlowSink())
+    for decision in decisions:
+        store.resolve(Resolution(decision.decision_id, "approved", "bob", clock.time_ns()))
+    barrier = threading.Barrier(2)
+
+    def sweep(gate: Gate) -> None:
+        barrier.wait()
+        gate.approvals.sweep(force=True)
+
+    threads = [threading.Thread(target=sweep, args=(gate,)) for gate in (first, second)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+
+    logged = [*first_sink.records("/approvals"), *second_sink.records("/approvals")]
+    assert sorted(r["decision_id"] for r in logged) == sorted(d.decision_id for d in decisions)
+    assert store.unrecorded() == []
+
+
+def test_an_expiry_two_live_queues_race_for_is_logged_once(clock: ManualClock) -> None:
+    store = MemoryApprovalStore()
+    first, first_sink, _ = make_gate(clock, store=store)
+    decision = held(first)
+    second, second_sink, _ = make_gate(clock, store=store)
+    clock.advance(601 * S)
+
+    first.check(search())
+    second.check(search())
+    first.approvals.sweep(force=True)
+    second.approvals.sweep(force=True)
+
+    logged = [*first_sink.records("/approvals"), *second_sink.records("/approvals")]
+    assert [(r["decision_id"], r["outcome"]) for r in logged] == [(decision.decision_id, "expired")]
+    assert first.approvals.wait(decision.decision_id, timeout_s=5) == second.approvals.wait(
+        decision.decision_id, timeout_s=5
+    )
 
 
 def test_resolving_what_another_process_resolved_records_it_then_refuses(

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import math
+import os
 import threading
 from typing import Any
 
@@ -56,7 +57,9 @@ def test_a_thousand_waiters_on_one_loop_cost_no_thread_each(clock: ManualClock) 
         return results
 
     results = asyncio.run(main())
-    assert counts["waiting"] <= counts["before"]  # a thousand waiters, not one more thread
+    # A thousand waiters, not a thousand threads: the store is read off the loop, in the
+    # loop's default executor, a pool of at most min(32, cpus + 4) threads.
+    assert counts["waiting"] <= counts["before"] + min(32, (os.cpu_count() or 1) + 4)
     assert [a.decision_id for a in results] == [d.decision_id for d in decisions]
     assert {a.outcome for a in results} == {"approved"}
     assert len(sink.records("/approvals")) == WAITERS
