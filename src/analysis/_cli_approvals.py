@@ -5,17 +5,20 @@
     ghost approvals list --store PATH
     ghost approvals approve ID --store PATH --approver NAME
     ghost approvals reject ID --store PATH --approver NAME
+    ghost approvals prune --store PATH --older-than DAYS
 
 ``list`` prints one line per pending approval, oldest first (nothing when
 none waits): the decision id, the agent, verb and resource, the reason, who
 may resolve it and the time left. ``approve`` and ``reject`` judge the
 resolution as the agent's queue does (`runtime.check_resolution`, with this
 machine's wall clock), then store it with the store's compare-and-set; the
-waiting agent sees it at its next poll.
+waiting agent sees it at its next poll. ``prune`` forgets the decisions
+settled for good (resolved, logged, deadline more than DAYS days past) and
+prints how many; what still waits, and what no log holds yet, is kept.
 
 Exit codes (SPEC §6; ADR 0017):
 
-* 0 — listed, or resolved.
+* 0 — listed, resolved, or pruned.
 * 1 — the store cannot be used: missing, not a ghost approval store (a
   foreign or damaged file, or a newer schema), unreadable, or locked by
   another process for longer than the busy timeout. Never created, never
@@ -61,6 +64,8 @@ _EXIT_FAILURE: Final = 1
 _PROG: Final = "ghost"
 _BARE_ID: Final = re.compile(r"[0-9A-Za-z._:-]+")
 _SECOND_NS: Final = 1_000_000_000
+_DAY_NS: Final = 86_400 * _SECOND_NS
+_MAX_DAYS: Final = 100_000  # some 270 years: past it, a count of days is a typo
 
 
 def add_approval_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -116,11 +121,41 @@ def add_approval_commands(commands: argparse._SubParsersAction[argparse.Argument
         )
         resolve.set_defaults(handler=_resolve, outcome=outcome)
 
+    prune = actions.add_parser(
+        "prune",
+        help="forget the decisions settled for good more than DAYS days ago",
+        description=(
+            "Forget every decision whose resolution is logged and whose deadline passed more"
+            " than DAYS days ago (0: any whose deadline has passed); print how many. Pending"
+            " decisions, and resolutions no log holds yet, are kept. Exit 0: pruned; 1: the"
+            " store cannot be used; 2: usage."
+        ),
+    )
+    _store_argument(prune)
+    prune.add_argument(
+        "--older-than",
+        required=True,
+        type=_days,
+        metavar="DAYS",
+        help=f"days since the deadline passed (a number from 0 to {_MAX_DAYS})",
+    )
+    prune.set_defaults(handler=_prune)
+
 
 def _store_argument(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--store", required=True, type=Path, metavar="PATH", help="the SQLite approval store"
     )
+
+
+def _days(text: str) -> float:
+    try:
+        days = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number of days: {text!r}") from None
+    if not 0 <= days <= _MAX_DAYS:  # NaN fails both comparisons
+        raise argparse.ArgumentTypeError(f"days must be from 0 to {_MAX_DAYS}, not {text!r}")
+    return days
 
 
 # --- handlers ----------------------------------------------------------------------------------
@@ -145,6 +180,21 @@ def _resolve(args: argparse.Namespace) -> int:
             return _judge_and_store(store, args.decision_id, args.outcome, args.approver)
     except ApprovalStoreError as exc:
         return _fail(str(exc), _EXIT_FAILURE)
+
+
+def _prune(args: argparse.Namespace) -> int:
+    before_ns = time.time_ns() - round(args.older_than * _DAY_NS)
+    try:
+        with SqliteApprovalStore(args.store, create=False) as store:
+            forgotten = store.prune(before_ns)
+    except ApprovalStoreError as exc:
+        return _fail(str(exc), _EXIT_FAILURE)
+    noun = "decision" if forgotten == 1 else "decisions"
+    print(
+        f"pruned {forgotten} {noun}: resolved, logged, and past their deadline by more than"
+        f" {args.older_than:g} days"
+    )
+    return _EXIT_OK
 
 
 def _judge_and_store(

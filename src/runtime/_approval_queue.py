@@ -332,6 +332,8 @@ class ApprovalQueue:
 
     def _adopt(self, pending: PendingApproval) -> None:
         """Start watching a decision registered elsewhere (an earlier run, another process)."""
+        if self._recorder.cached(pending.decision_id) is not None:
+            return  # settled here already: nothing left to watch
         with self._cond:
             if pending.decision_id in self._known:
                 return
@@ -440,6 +442,8 @@ class ApprovalQueue:
         """
         cached = self._recorder.cached(decision_id)
         if cached is not None:
+            with self._cond:  # adopted again while it settled: stop watching it now
+                self._known.pop(decision_id, None)
             return cached
         pending, resolution = self._store.get(decision_id)
         if resolution is None:

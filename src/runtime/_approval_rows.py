@@ -38,12 +38,14 @@ __all__ = [
     "PENDING_WIDTH",
     "SCHEMA",
     "SCHEMA_VERSION",
+    "SELECT_LOGGED_DEADLINES",
     "SELECT_ONE",
     "SELECT_PENDING",
     "SELECT_RESOLUTION_STATE",
     "SELECT_UNRECORDED",
     "DamagedRow",
     "ResolutionState",
+    "decode_deadline",
     "decode_row",
     "decode_state",
     "integer_value",
@@ -126,6 +128,11 @@ INSERT_RESOLUTION: Final = (
     "INSERT INTO resolutions (decision_id, outcome, approver, resolved_ns)"
     " SELECT ?, ?, ?, ? WHERE EXISTS (SELECT 1 FROM approvals WHERE decision_id = ?)"
 )
+# Prune's candidates: logged resolutions, with their decision's deadline (compared in Python:
+# the decimal text of an integer beyond 64 bits does not compare as a number in SQL).
+SELECT_LOGGED_DEADLINES: Final = """SELECT a.decision_id, a.expires_ns
+FROM resolutions r JOIN approvals a ON a.decision_id = r.decision_id
+WHERE r.approval_sha256 IS NOT NULL"""
 SELECT_RESOLUTION_STATE: Final = (
     "SELECT recorder, claimed_until_ns, approval_sha256, wait_ns, executed"
     " FROM resolutions WHERE decision_id = ?"
@@ -336,3 +343,13 @@ def decode_state(row: Sequence[object]) -> ResolutionState:
         else ResolutionRecord(_stored_text(approval_sha256), _stored_int(wait_ns)),
         executed=executed == 1,
     )
+
+
+def decode_deadline(row: Sequence[object]) -> tuple[str, int]:
+    """Return the decision id and deadline a row of `SELECT_LOGGED_DEADLINES` holds.
+
+    Raises:
+        DamagedRow: the row holds something a store never writes.
+    """
+    decision_id, expires_ns = row
+    return _stored_text(decision_id), _stored_int(expires_ns)

@@ -14,19 +14,11 @@ What the store promises:
    busy handler for ``busy_timeout_s``; then `ApprovalStoreError`. Writes take
    the write lock at their first statement, so a waiting writer never needs
    to upgrade a read snapshot (which SQLite refuses without retrying).
-4. **Only a ghost store is used.** At open, a file is sorted into one of
-   these kinds before anything is written to it:
-
-   * missing: created with mode 0600 (``create=True``), else refused;
-   * empty (no schema objects, no application id or user version): made a
-     store (``create=True``), else refused;
-   * a ghost approval store of this schema version: used;
-   * a ghost approval store of a newer schema version: refused;
-   * any other SQLite database (another application id, no schema table):
-     refused, and left exactly as it was;
-   * not SQLite at all, or damaged: refused.
-
-   Every refusal, and every failure later (a damaged row, a full disk), is an
+4. **Only a ghost store is used.** A file is sorted (missing, empty, a
+   ghost store of this or a newer schema, another application's database,
+   not SQLite) before anything is written to it, and only a ghost store of
+   this schema is used (``runtime._approval_sqlite_file``). Every refusal,
+   and every failure later (a damaged row, a full disk), is an
    `ApprovalStoreError` with the path and a problem a user can act on.
 5. **Only what an approval holds.** The columns are the fields of
    `PendingApproval` and `Resolution`, plus the resolution's order and the
@@ -53,26 +45,22 @@ import contextlib
 import math
 import os
 import sqlite3
-import stat
 import threading
-import time
-import urllib.parse
 from collections.abc import Iterator
 from typing import Final
 
 from runtime._approval_rows import (
-    APPLICATION_ID,
-    FORMAT,
     INSERT_PENDING,
     INSERT_RESOLUTION,
-    SCHEMA,
     SCHEMA_VERSION,
+    SELECT_LOGGED_DEADLINES,
     SELECT_ONE,
     SELECT_PENDING,
     SELECT_RESOLUTION_STATE,
     SELECT_UNRECORDED,
     DamagedRow,
     ResolutionState,
+    decode_deadline,
     decode_row,
     decode_state,
     integer_value,
@@ -81,6 +69,7 @@ from runtime._approval_rows import (
     pending_row,
     text_value,
 )
+from runtime._approval_sqlite_file import StoreFile
 from runtime._approval_store import PendingApproval, Resolution, ResolutionRecord
 from runtime._errors import ApprovalError, ApprovalStoreError
 from runtime._logging import get_event_log
@@ -88,18 +77,6 @@ from runtime._logging import get_event_log
 __all__ = ["SCHEMA_VERSION", "SqliteApprovalStore"]
 
 _DEFAULT_BUSY_TIMEOUT_S: Final = 5.0
-
-# SQLite primary result codes (https://sqlite.org/rescode.html).
-_SQLITE_CORRUPT: Final = 11
-_SQLITE_NOTADB: Final = 26
-_SQLITE_BUSY: Final = 5
-_SQLITE_LOCKED: Final = 6
-_SQLITE_READONLY: Final = 8
-_SQLITE_FULL: Final = 13
-_SQLITE_CANTOPEN: Final = 14
-# Between retries of the switch to WAL: from a millisecond, doubling, to at most 50 ms.
-_FIRST_PAUSE_S: Final = 0.001
-_LONGEST_PAUSE_S: Final = 0.05
 
 _log = get_event_log("ghost.approvals")
 
@@ -123,7 +100,7 @@ class SqliteApprovalStore:
         ValueError: ``busy_timeout_s`` is negative or not finite.
     """
 
-    __slots__ = ("_busy_timeout_s", "_conn", "_lock", "_path", "_pid")
+    __slots__ = ("_busy_timeout_s", "_conn", "_file", "_lock", "_path", "_pid")
 
     def __init__(
         self,
@@ -138,24 +115,8 @@ class SqliteApprovalStore:
         self._busy_timeout_s = float(busy_timeout_s)
         self._lock = threading.Lock()
         self._pid = os.getpid()
-        created = create and self._make_file()
-        if not created:
-            self._check_exists()
-        try:
-            conn = sqlite3.connect(
-                "file:" + urllib.parse.quote(os.path.abspath(self._path)) + "?mode=rw",
-                uri=True,
-                timeout=self._busy_timeout_s,
-                isolation_level=None,  # autocommit: every statement commits, BEGIN when needed
-                check_same_thread=False,  # our lock serialises the threads
-            )
-        except sqlite3.Error as exc:
-            raise self._failure(exc) from None
-        try:
-            self._prepare(conn, create=create)
-        except BaseException:
-            conn.close()
-            raise
+        self._file = StoreFile(self._path, self._busy_timeout_s)
+        conn, created = self._file.open(create=create)
         self._conn: sqlite3.Connection | None = conn
         if created:
             _log.info("ghost.approval_store_created", path=self._path)
@@ -338,6 +299,38 @@ class SqliteApprovalStore:
             self._write(conn, "UPDATE resolutions SET executed = 1 WHERE decision_id = ?", (key,))
             return True
 
+    def prune(self, before_ns: int) -> int:
+        """Forget every decision settled for good before ``before_ns`` (see `ApprovalStore`).
+
+        Raises:
+            ApprovalError: ``before_ns`` is not an integer.
+            ApprovalStoreError: the store cannot be written, or holds a damaged row.
+        """
+        before = _wall(before_ns, "before_ns")
+        with self._lock:
+            conn = self._connection()
+            self._write(conn, "BEGIN IMMEDIATE", ())
+            try:
+                try:
+                    logged = [
+                        decode_deadline(row) for row in self._query(SELECT_LOGGED_DEADLINES, ())
+                    ]
+                except DamagedRow:
+                    raise self._damaged(
+                        "it holds a row that is not an approval ghost wrote"
+                    ) from None
+                done = [(decision_id,) for decision_id, expires_ns in logged if expires_ns < before]
+                try:
+                    conn.executemany("DELETE FROM resolutions WHERE decision_id = ?", done)
+                    conn.executemany("DELETE FROM approvals WHERE decision_id = ?", done)
+                except sqlite3.Error as exc:
+                    raise self._failure(exc) from None
+                self._write(conn, "COMMIT", ())
+            finally:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+        return len(done)
+
     def close(self) -> None:
         """Close the connection (idempotent); a closed store raises `ApprovalStoreError`."""
         with self._lock:
@@ -350,131 +343,6 @@ class SqliteApprovalStore:
 
     def __exit__(self, *exc_info: object) -> None:
         self.close()
-
-    # --- opening ----------------------------------------------------------------------------
-
-    def _make_file(self) -> bool:
-        # O_EXCL: never follow a link planted at the path, never widen an existing file's mode.
-        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0)
-        try:
-            fd = os.open(self._path, flags, 0o600)
-        except FileExistsError:
-            return False
-        except OSError as exc:
-            raise ApprovalStoreError(self._path, f"cannot be created: {_os_cause(exc)}") from None
-        except ValueError:  # a NUL in the path
-            raise ApprovalStoreError(self._path, "is not a valid file name") from None
-        os.close(fd)
-        return True
-
-    def _check_exists(self) -> None:
-        try:
-            mode = os.stat(self._path).st_mode
-        except FileNotFoundError:
-            raise ApprovalStoreError(self._path, "does not exist") from None
-        except OSError as exc:
-            raise ApprovalStoreError(self._path, f"cannot be opened: {_os_cause(exc)}") from None
-        except ValueError:  # a NUL in the path
-            raise ApprovalStoreError(self._path, "is not a valid file name") from None
-        if stat.S_ISDIR(mode):
-            raise ApprovalStoreError(self._path, "is a directory, not an approval store")
-        if not stat.S_ISREG(mode):
-            # A FIFO would block the open; a device would take SQLite's side files beside it.
-            raise ApprovalStoreError(self._path, "is not a regular file, not an approval store")
-
-    def _prepare(self, conn: sqlite3.Connection, *, create: bool) -> None:
-        try:
-            if self._inspect_once(conn) == "empty":
-                if not create:
-                    raise ApprovalStoreError(self._path, "is empty, not a ghost approval store")
-                self._initialise(conn)
-            mode = self._use_wal(conn)
-            if mode.lower() != "wal":
-                raise ApprovalStoreError(
-                    self._path,
-                    f"cannot use write-ahead logging (its journal mode stays {mode!r});"
-                    " keep the store on a local file system",
-                )
-            conn.execute("PRAGMA synchronous = FULL")
-        except sqlite3.Error as exc:
-            raise self._failure(exc) from None
-
-    def _use_wal(self, conn: sqlite3.Connection) -> str:
-        """Switch a new store to WAL (a no-op once it is); return the journal mode."""
-        # The switch takes the file's exclusive lock, and SQLite answers "busy" at once,
-        # without its busy handler, when another connection holds a lock the switch
-        # would deadlock on: several processes opening a just-made store at the same
-        # moment. So the wait busy_timeout_s promises is ours to keep here.
-        deadline = time.monotonic() + self._busy_timeout_s
-        pause = _FIRST_PAUSE_S
-        while True:
-            try:
-                (mode,) = conn.execute("PRAGMA journal_mode = WAL").fetchone()
-            except sqlite3.OperationalError as exc:
-                left = deadline - time.monotonic()
-                if _primary(exc) != _SQLITE_BUSY or left <= 0:
-                    raise
-                time.sleep(min(pause, left))
-                pause = min(pause * 2, _LONGEST_PAUSE_S)
-            else:
-                return str(mode)
-
-    def _inspect_once(self, conn: sqlite3.Connection) -> str:
-        # One read transaction, so every pragma and query sees the same snapshot. In
-        # autocommit each statement would read its own: another process's creation
-        # committed between reading the application id (still 0) and the schema objects
-        # (now there) made a store being born look like another application's database.
-        conn.execute("BEGIN DEFERRED")
-        try:
-            return self._inspect(conn)
-        finally:
-            if conn.in_transaction:
-                conn.execute("ROLLBACK")
-
-    def _inspect(self, conn: sqlite3.Connection) -> str:
-        """Return ``"empty"`` or ``"store"``; raise for every other kind of file."""
-        (application_id,) = conn.execute("PRAGMA application_id").fetchone()
-        (user_version,) = conn.execute("PRAGMA user_version").fetchone()
-        objects = conn.execute("SELECT type, name FROM sqlite_master").fetchall()
-        if application_id == 0 and user_version == 0 and not objects:
-            return "empty"
-        tables = {name for kind, name in objects if kind == "table"}
-        if application_id != APPLICATION_ID or "ghost_schema" not in tables:
-            raise ApprovalStoreError(
-                self._path, "is another application's SQLite database, not a ghost approval store"
-            )
-        rows = conn.execute("SELECT format, version FROM ghost_schema").fetchall()
-        if len(rows) != 1:
-            raise self._damaged("its schema table does not name a ghost approval store")
-        ((name, version),) = rows
-        if name != FORMAT or type(version) is not int:
-            raise self._damaged("its schema table does not name a ghost approval store")
-        if version > SCHEMA_VERSION:
-            raise ApprovalStoreError(
-                self._path,
-                f"was written by a newer ghost (schema version {version}; this one reads"
-                f" {SCHEMA_VERSION}): upgrade ghost-sdk to use it",
-            )
-        if version != SCHEMA_VERSION:
-            raise self._damaged(f"its schema version {version} was never written by ghost")
-        if "approvals" not in tables or "resolutions" not in tables:
-            raise self._damaged("its tables are missing")
-        return "store"
-
-    def _initialise(self, conn: sqlite3.Connection) -> None:
-        # IMMEDIATE: of several processes creating one store, one writes the schema;
-        # the others wait, then find it made.
-        # On any failure the caller closes the connection, which rolls the transaction back.
-        conn.execute("BEGIN IMMEDIATE")
-        if self._inspect(conn) == "empty":
-            conn.execute(f"PRAGMA application_id = {APPLICATION_ID}")
-            for statement in SCHEMA:
-                conn.execute(statement)
-            conn.execute(
-                "INSERT INTO ghost_schema (format, version) VALUES (?, ?)",
-                (FORMAT, SCHEMA_VERSION),
-            )
-        conn.execute("COMMIT")
 
     # --- helpers ----------------------------------------------------------------------------
 
@@ -554,33 +422,10 @@ class SqliteApprovalStore:
             raise self._damaged("it holds a row that is not an approval ghost wrote") from None
 
     def _damaged(self, problem: str) -> ApprovalStoreError:
-        return ApprovalStoreError(self._path, f"is damaged: {problem}")
+        return self._file.damaged(problem)
 
     def _failure(self, exc: sqlite3.Error) -> ApprovalStoreError:
-        primary = _primary(exc)
-        if primary in (_SQLITE_BUSY, _SQLITE_LOCKED):
-            problem = (
-                f"stayed locked by another connection for more than {self._busy_timeout_s:g} s;"
-                " try again"
-            )
-        elif primary in (_SQLITE_NOTADB, _SQLITE_CORRUPT):
-            problem = "is not a SQLite database, or is damaged"
-        elif primary == _SQLITE_CANTOPEN:
-            problem = "cannot be opened (check that it and its directory are readable and writable)"
-        elif primary == _SQLITE_READONLY:
-            problem = "is read-only (its directory must be writable too, for the WAL files)"
-        elif primary == _SQLITE_FULL:
-            problem = "cannot be written: the disk is full"
-        else:
-            # SQLite's own messages name tables and constraints, never a bound value.
-            problem = f"SQLite failed ({type(exc).__name__}: {exc})"
-        return ApprovalStoreError(self._path, problem)
-
-
-def _primary(exc: sqlite3.Error) -> int | None:
-    """SQLite's primary result code of an error (its low byte), if it has one."""
-    code = getattr(exc, "sqlite_errorcode", None)
-    return None if code is None else int(code) & 0xFF
+        return self._file.failure(exc)
 
 
 def _wall(value: object, field: str) -> int:
@@ -588,7 +433,3 @@ def _wall(value: object, field: str) -> int:
     if not isinstance(value, int):
         raise ApprovalError(f"{field} is a {type(value).__name__}, not an integer")
     return int(value)
-
-
-def _os_cause(exc: OSError) -> str:
-    return exc.strerror or type(exc).__name__

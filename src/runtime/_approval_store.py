@@ -264,6 +264,16 @@ class ApprovalStore(Protocol):
         """
         ...
 
+    def prune(self, before_ns: int) -> int:
+        """Forget every decision that is settled for good before ``before_ns``; return how many.
+
+        Settled for good: resolved, its resolution logged, and its deadline
+        (wall clock) before ``before_ns`` -- an approval can no longer run, and
+        the log holds what happened. A decision still pending, or resolved but
+        not logged yet, is never forgotten. A forgotten decision is unknown.
+        """
+        ...
+
     def close(self) -> None:
         """Release what the store holds open (idempotent)."""
         ...
@@ -352,6 +362,22 @@ class MemoryApprovalStore:
                 return False
             self._executed.add(decision_id)
             return True
+
+    def prune(self, before_ns: int) -> int:
+        with self._lock:
+            done = [
+                decision_id
+                for decision_id, (pending, resolution) in self._entries.items()
+                if resolution is not None
+                and decision_id in self._records
+                and pending.expires_ns < before_ns
+            ]
+            for decision_id in done:
+                del self._entries[decision_id]
+                del self._records[decision_id]
+                self._claims.pop(decision_id, None)
+                self._executed.discard(decision_id)
+            return len(done)
 
     def close(self) -> None:
         return None

@@ -19,7 +19,7 @@ import pytest
 
 from analysis._cli import EXIT_FAILURE, EXIT_OK, EXIT_REFUSED, EXIT_USAGE
 from analysis._cli_approvals import _EXIT_FAILURE, _EXIT_OK, _escaped, _quoted, _time_left
-from runtime import Resolution, RuntimeVerdict, SqliteApprovalStore
+from runtime import ApprovalError, Resolution, RuntimeVerdict, SqliteApprovalStore
 from tests.e2e.test_cli import assert_one_error_line, ghost
 from tests.runtime.test_approval_store import make_pending
 
@@ -327,6 +327,46 @@ def test_a_store_locked_past_the_busy_timeout_exits_1(
     assert store.get("d-1")[1] is None
 
 
+# --- prune ---------------------------------------------------------------------------------------
+
+
+def test_prune_forgets_what_is_settled_for_good_and_keeps_the_rest(
+    store: SqliteApprovalStore, path: Path
+) -> None:
+    day_ns = 86_400 * 10**9
+    now = time.time_ns()
+    for decision_id, age_days in (("a", 40), ("b", 10), ("c", 40)):
+        expires = now - age_days * day_ns
+        store.add(make_pending(decision_id, created_ns=expires - 1, expires_ns=expires))
+        store.resolve(Resolution(decision_id, "expired", None, expires))
+        if decision_id != "c":  # c is resolved but no log holds it yet
+            store.mark_recorded(decision_id, "e" * 64, 5)
+    store.add(pending_for_now("waiting"))
+
+    result = approvals("prune", "--store", path, "--older-than", "30", cwd=path.parent)
+
+    assert result.returncode == EXIT_OK, result.stderr
+    assert result.stdout == (
+        b"pruned 1 decision: resolved, logged, and past their deadline by more than 30 days\n"
+    )
+    with pytest.raises(ApprovalError, match="awaits approval"):
+        store.get("a")
+    assert store.record_of("b") is not None
+    assert [p.decision_id for p, _ in store.unrecorded()] == ["c"]
+    assert [p.decision_id for p in store.pending()] == ["waiting"]
+    again = approvals("prune", "--store", path, "--older-than", "0", cwd=path.parent)
+    assert again.returncode == EXIT_OK, again.stderr
+    assert again.stdout.startswith(b"pruned 1 decision:")  # b, whose deadline has passed
+    assert [p.decision_id for p in store.pending()] == ["waiting"]
+
+
+def test_prune_of_a_missing_store_exits_1_and_creates_nothing(tmp_path: Path) -> None:
+    result = approvals("prune", "--store", tmp_path / "x.db", "--older-than", "1", cwd=tmp_path)
+    assert result.returncode == EXIT_FAILURE
+    assert_one_error_line(result, "does not exist")
+    assert not (tmp_path / "x.db").exists()
+
+
 # --- usage ---------------------------------------------------------------------------------------
 
 
@@ -340,6 +380,12 @@ def test_a_store_locked_past_the_busy_timeout_exits_1(
         ["approve", "d-1", "--store", "x.db"],
         ["reject", "d-1", "--approver", "alice"],
         ["list", "--store", "x.db", "--approver", "alice"],
+        ["prune", "--store", "x.db"],
+        ["prune", "--store", "x.db", "--older-than", "-1"],
+        ["prune", "--store", "x.db", "--older-than", "nan"],
+        ["prune", "--store", "x.db", "--older-than", "inf"],
+        ["prune", "--store", "x.db", "--older-than", "100001"],
+        ["prune", "--store", "x.db", "--older-than", "a week"],
     ],
 )
 def test_a_malformed_command_line_exits_2(tmp_path: Path, arguments: list[str]) -> None:

@@ -883,3 +883,20 @@ def test_each_sqlite_failure_is_told_in_words(
     assert isinstance(made, ApprovalStoreError)
     assert made.path == store.path
     assert made.problem.startswith(problem)
+
+
+def test_prune_refuses_a_deadline_ghost_never_wrote_and_forgets_nothing(path: Path) -> None:
+    with SqliteApprovalStore(path) as store:
+        for decision_id in ("a", "b"):
+            store.add(make_pending(decision_id))
+            store.resolve(Resolution(decision_id, "expired", None, 2_000))
+            store.mark_recorded(decision_id, "e" * 64, 5)
+    other = raw(path)
+    other.execute("UPDATE approvals SET expires_ns = '2e3' WHERE decision_id = 'b'")
+    other.close()
+    with SqliteApprovalStore(path) as store:
+        with pytest.raises(ApprovalStoreError, match="damaged"):
+            store.prune(10**6)
+        assert store.record_of("a") is not None  # the transaction rolled back
+        with pytest.raises(ApprovalError, match="not an integer"):
+            store.prune("10")  # type: ignore[arg-type]

@@ -560,3 +560,41 @@ def test_threads_claiming_at_once_leave_exactly_one_holder(store: ApprovalStore)
         thread.join()
     assert len(won) == 2, won
     assert "executed" in won
+
+
+# --- forgetting what is settled for good ---------------------------------------------------------
+
+
+def _settled(store: ApprovalStore, decision_id: str, expires_ns: int, *, logged: bool) -> None:
+    store.add(make_pending(decision_id, expires_ns=expires_ns))
+    store.resolve(Resolution(decision_id, "expired", None, expires_ns))
+    if logged:
+        store.mark_recorded(decision_id, "e" * 64, 5)
+
+
+def test_prune_forgets_exactly_what_is_resolved_logged_and_past_the_cut(
+    store: ApprovalStore,
+) -> None:
+    huge = 2**70  # beyond SQLite's integers: compared exactly, not as text
+    _settled(store, "old", 2_000, logged=True)
+    _settled(store, "old-huge", huge, logged=True)
+    _settled(store, "at-the-cut", 3_000, logged=True)
+    _settled(store, "unlogged", 2_000, logged=False)
+    store.add(make_pending("waiting", expires_ns=2_500))
+    store.claim_execution("old")
+
+    assert store.prune(3_000) == 1
+    with pytest.raises(ApprovalError, match="awaits approval"):
+        store.get("old")
+    assert [p.decision_id for p in store.pending()] == ["waiting"]
+    assert [p.decision_id for p, _ in store.unrecorded()] == ["unlogged"]
+    assert store.record_of("at-the-cut") == ResolutionRecord("e" * 64, 5)
+    assert store.prune(3_000) == 0
+
+    assert store.prune(huge + 1) == 2  # at-the-cut and old-huge; never what waits or is unlogged
+    assert [p.decision_id for p in store.pending()] == ["waiting"]
+    assert [p.decision_id for p, _ in store.unrecorded()] == ["unlogged"]
+    # A forgotten id is free: a new decision could not reuse it anyway (ids are UUIDs),
+    # but the store holds nothing of the old one.
+    store.add(make_pending("old"))
+    assert store.get("old")[1] is None

@@ -863,6 +863,29 @@ def test_queues_sweeping_at_the_same_moment_log_each_resolution_once(
     assert store.unrecorded() == []
 
 
+def test_a_queue_stops_watching_what_is_settled(clock: ManualClock) -> None:
+    # Memory bounded by what waits: every path that settles a decision forgets it,
+    # however often a caller comes back to it. (White-box: what the queue watches.)
+    gate, _, store = make_gate(clock)
+    resolved = [held(gate, refund(100 + i)) for i in range(3)]
+    expiring = held(gate, refund(200))
+    outside = held(gate, refund(300))
+    for decision in resolved:
+        gate.approvals.resolve(decision.decision_id, approved=True, approver="alice")
+        gate.approvals.wait(decision.decision_id, timeout_s=1)
+        with pytest.raises(ApprovalError, match="already resolved"):
+            gate.approvals.resolve(decision.decision_id, approved=False, approver="alice")
+    store.resolve(Resolution(outside.decision_id, "rejected", "bob", clock.time_ns()))
+    gate.approvals.sweep(force=True)
+    assert set(gate.approvals._known) == {expiring.decision_id}
+    clock.advance(601 * S)
+    gate.check(search())
+    assert gate.approvals._known == {}
+    for decision in (*resolved, expiring, outside):
+        gate.approvals.wait(decision.decision_id, timeout_s=1)
+    assert gate.approvals._known == {}
+
+
 def test_an_expiry_two_live_queues_race_for_is_logged_once(clock: ManualClock) -> None:
     store = MemoryApprovalStore()
     first, first_sink, _ = make_gate(clock, store=store)
