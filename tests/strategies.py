@@ -9,6 +9,7 @@ from hypothesis import strategies as st
 
 from analysis import (
     ANALYSIS_VERSION,
+    ApprovalTraceRecord,
     ChainStatus,
     DecisionTraceRecord,
     DecisionTraceReport,
@@ -55,7 +56,17 @@ def decision_trace_records(draw: st.DrawFn) -> DecisionTraceRecord:
         matched_policy=draw(st.none() | _TEXT),
         trace_id=draw(st.text(alphabet="0123456789abcdef", min_size=32, max_size=32)),
         latency_ns=draw(_NANOS),
+        agent=draw(st.none() | st.sampled_from(["support", "analyst", "ops/cleaner", "ñ"])),
+        verb=draw(st.none() | _TEXT),
+        resource=draw(st.none() | _TEXT),
+        detectors=tuple(sorted(set(draw(st.lists(st.sampled_from(_DETECTORS), max_size=3))))),
+        stage_ns=draw(st.dictionaries(st.sampled_from(_STAGES), _NANOS, max_size=3)),
+        trace_origin=draw(st.none() | st.sampled_from(["parent", "span", "new"])),
     )
+
+
+_DETECTORS = ("aws_access_key", "email", "private_key", "card")
+_STAGES = ("policy", "narrow", "scrub")
 
 
 @st.composite
@@ -554,17 +565,29 @@ def decision_trace_reports_with_approvals(draw: st.DrawFn) -> DecisionTraceRepor
     """A `DecisionTraceReport` whose approval counts and unresolved list are drawn too."""
     report = draw(decision_trace_reports())
     ids = [record.decision_id for record in report.records]
-    resolved = draw(st.lists(st.sampled_from(ids), max_size=len(ids))) if ids else []
+    # Of this run's decisions, or of an earlier run's (those resolve nothing here).
+    this_run = st.tuples(st.sampled_from(ids), st.none()) if ids else st.nothing()
+    earlier = st.tuples(st.uuids().map(str), st.uuids().map(str))
+    approvals = [
+        ApprovalTraceRecord(decision_id, outcome, wait_ns, run_id)
+        for (decision_id, run_id), outcome, wait_ns in draw(
+            st.lists(
+                st.tuples(
+                    this_run | earlier,
+                    st.sampled_from(("approved", "rejected", "expired")),
+                    _NANOS,
+                ),
+                max_size=6,
+            )
+        )
+    ]
     return DecisionTraceReport.from_records(
         report.records,
         source_mcap_sha256=report.source_mcap_sha256,
         duplicate_assessment_count=report.duplicate_assessment_count,
         truncated=report.truncated,
         sealed=draw(st.booleans()),
-        approval_outcomes=draw(
-            st.lists(st.sampled_from(("approved", "rejected", "expired")), max_size=6)
-        ),
-        resolved_decision_ids=resolved,
+        approvals=approvals,
         problems=report.problems,
     )
 

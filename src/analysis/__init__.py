@@ -22,11 +22,13 @@ from analysis._trace_json import (
 )
 from analysis._trace_model import (
     ANALYSIS_VERSION,
+    ApprovalTraceRecord,
     ChainStatus,
     DecisionTraceRecord,
     DecisionTraceReport,
     FrozenCounts,
 )
+from analysis._trace_stats import LatencyStats, StatsByKey
 from analysis._verify import verify_run
 from analysis._verify_model import (
     IntegrityCheck,
@@ -38,15 +40,18 @@ from analysis._verify_model import (
 
 __all__ = [
     "ANALYSIS_VERSION",
+    "ApprovalTraceRecord",
     "ChainStatus",
     "DecisionTraceRecord",
     "DecisionTraceReport",
     "FrozenCounts",
     "IntegrityCheck",
+    "LatencyStats",
     "RunProblem",
     "RunStatus",
     "RunVerification",
     "SignatureCheck",
+    "StatsByKey",
     "build_decision_trace_report",
     "decode_decision_trace_report_from_json",
     "encode_decision_trace_report_to_bytes",

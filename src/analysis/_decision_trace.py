@@ -38,6 +38,7 @@ from analysis._run_facts import is_sealed
 from analysis._trace_model import (
     ANALYSIS_VERSION,
     APPROVAL_OUTCOMES,
+    ApprovalTraceRecord,
     ChainStatus,
     DecisionTraceRecord,
     DecisionTraceReport,
@@ -79,6 +80,24 @@ class _LoggedDecision:
     assessment_sha256: str | None
     trace_id: str
     latency_ns: int
+    trace_origin: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class _LoggedAssessment:
+    """What the trace shows of an assessment: its address, and the action it describes.
+
+    Every field but the address is read leniently: a tampered assessment still
+    joins (and counts as ``broken``); a field that is not what the gate writes
+    is shown as unknown, and `_schema_notes` names the break.
+    """
+
+    sha256: str
+    agent: str | None
+    verb: str | None
+    resource: str | None
+    detectors: tuple[str, ...]
+    stage_ns: dict[str, int]
 
 
 def build_decision_trace_report(mcap_path: str | os.PathLike[str]) -> DecisionTraceReport:
@@ -110,25 +129,24 @@ def trace_run(run: RunLog) -> DecisionTraceReport:
     """
     from audit import TOPICS
 
-    assessment_sha256_by_decision: dict[str, str] = {}
+    assessment_by_decision: dict[str, _LoggedAssessment] = {}
     duplicate_assessments = 0
     decisions: list[_LoggedDecision] = []
-    outcomes: list[str] = []
-    resolved: set[str] = set()
+    approvals: list[ApprovalTraceRecord] = []
     problems: list[str] = list(run.problems)
 
     for logged in run.records:
         if logged.topic == ASSESSMENTS_TOPIC:
             try:
-                decision_id = _read_assessment(logged)
+                decision_id, assessment = _read_assessment(logged)
             except _UnreadableRecordError as exc:
                 problems.append(_describe(logged, str(exc)))
                 continue
             problems.extend(_schema_notes(logged))
-            if decision_id in assessment_sha256_by_decision:
+            if decision_id in assessment_by_decision:
                 duplicate_assessments += 1
             # Last one logged wins (ADR-0022): the index is simply overwritten.
-            assessment_sha256_by_decision[decision_id] = logged.sha256
+            assessment_by_decision[decision_id] = assessment
         elif logged.topic == DECISIONS_TOPIC:
             try:
                 decisions.append(_read_decision(logged))
@@ -138,18 +156,14 @@ def trace_run(run: RunLog) -> DecisionTraceReport:
             problems.extend(_schema_notes(logged))
         elif logged.topic == APPROVALS_TOPIC:
             try:
-                decision_id, outcome, same_run = _read_approval(logged)
+                approvals.append(_read_approval(logged))
             except _UnreadableRecordError as exc:
                 problems.append(_describe(logged, str(exc)))
                 continue
             problems.extend(_schema_notes(logged))
-            outcomes.append(outcome)
-            if same_run:
-                resolved.add(decision_id)
 
     records = tuple(
-        _pair(decision, assessment_sha256_by_decision.get(decision.decision_id))
-        for decision in decisions
+        _pair(decision, assessment_by_decision.get(decision.decision_id)) for decision in decisions
     )
     return DecisionTraceReport.from_records(
         records,
@@ -157,8 +171,7 @@ def trace_run(run: RunLog) -> DecisionTraceReport:
         duplicate_assessment_count=duplicate_assessments,
         truncated=run.truncated,
         sealed=is_sealed(run.records, TOPICS),
-        approval_outcomes=outcomes,
-        resolved_decision_ids=resolved,
+        approvals=approvals,
         problems=problems,
     )
 
@@ -209,7 +222,8 @@ def _chain_message(record: DecisionTraceRecord) -> str:
     )
 
 
-def _pair(decision: _LoggedDecision, recomputed: str | None) -> DecisionTraceRecord:
+def _pair(decision: _LoggedDecision, assessment: _LoggedAssessment | None) -> DecisionTraceRecord:
+    recomputed = None if assessment is None else assessment.sha256
     claimed = decision.assessment_sha256
     if claimed is None:
         status, recomputed = ChainStatus.NO_ASSESSMENT_CLAIMED, None
@@ -232,6 +246,12 @@ def _pair(decision: _LoggedDecision, recomputed: str | None) -> DecisionTraceRec
         matched_policy=decision.matched_policy,
         trace_id=decision.trace_id,
         latency_ns=decision.latency_ns,
+        agent=None if assessment is None else assessment.agent,
+        verb=None if assessment is None else assessment.verb,
+        resource=None if assessment is None else assessment.resource,
+        detectors=() if assessment is None else assessment.detectors,
+        stage_ns={} if assessment is None else assessment.stage_ns,
+        trace_origin=decision.trace_origin,
     )
 
 
@@ -272,9 +292,31 @@ def _checked_record(logged: LoggedRecord, schema: str) -> Mapping[str, Any]:
     return record
 
 
-def _read_assessment(logged: LoggedRecord) -> str:
+def _read_assessment(logged: LoggedRecord) -> tuple[str, _LoggedAssessment]:
     record = _checked_record(logged, ASSESSMENT_SCHEMA)
-    return _text(record, "decision_id")
+    decision_id = _text(record, "decision_id")
+    findings = record.get("findings")
+    detectors = sorted(
+        {
+            finding["detector"]
+            for finding in (findings if isinstance(findings, list) else ())
+            if isinstance(finding, dict) and _is_text(finding.get("detector"))
+        }
+    )
+    stages = record.get("stage_ns")
+    stage_ns = {
+        name: spent
+        for name, spent in (stages.items() if isinstance(stages, dict) else ())
+        if _is_text(name) and type(spent) is int and spent >= 0  # the gate never logs < 0
+    }
+    return decision_id, _LoggedAssessment(
+        sha256=logged.sha256,
+        agent=_lenient_text(record, "agent"),
+        verb=_lenient_text(record, "verb"),
+        resource=_lenient_text(record, "resource"),
+        detectors=tuple(detectors),
+        stage_ns=stage_ns,
+    )
 
 
 def _read_decision(logged: LoggedRecord) -> _LoggedDecision:
@@ -292,19 +334,39 @@ def _read_decision(logged: LoggedRecord) -> _LoggedDecision:
         assessment_sha256=_optional_text(record, "assessment_sha256"),
         trace_id=_text(record, "trace_id"),
         latency_ns=_integer(record, "latency_ns"),
+        trace_origin=_lenient_text(record, "trace_origin"),
     )
 
 
-def _read_approval(logged: LoggedRecord) -> tuple[str, str, bool]:
-    """An approval's decision id, outcome, and whether its decision is in this run."""
+def _read_approval(logged: LoggedRecord) -> ApprovalTraceRecord:
     record = _checked_record(logged, APPROVAL_SCHEMA)
     outcome = _text(record, "outcome")
     if outcome not in APPROVAL_OUTCOMES:
         raise _UnreadableRecordError(
             f"its outcome {outcome!r} is not one of {', '.join(APPROVAL_OUTCOMES)}"
         )
-    decision_id = _text(record, "decision_id")
-    return decision_id, outcome, _optional_text(record, "decision_run_id") is None
+    return ApprovalTraceRecord(
+        decision_id=_text(record, "decision_id"),
+        outcome=outcome,
+        wait_ns=_integer(record, "wait_ns"),
+        decision_run_id=_optional_text(record, "decision_run_id"),
+    )
+
+
+def _is_text(value: object) -> bool:
+    """A str that a report can hold (no lone surrogate)."""
+    if not isinstance(value, str):
+        return False
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def _lenient_text(record: Mapping[str, Any], name: str) -> str | None:
+    value = record.get(name)
+    return value if isinstance(value, str) and _is_text(value) else None
 
 
 def _field(record: Mapping[str, Any], name: str) -> object:

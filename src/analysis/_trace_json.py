@@ -19,10 +19,12 @@ from analysis._decision_trace import build_decision_trace_report
 from analysis._json_types import JSON_TYPE_NAMES, json_type_name
 from analysis._trace_model import (
     ANALYSIS_VERSION,
+    ApprovalTraceRecord,
     ChainStatus,
     DecisionTraceRecord,
     DecisionTraceReport,
 )
+from analysis._trace_stats import LatencyStats
 from runtime import RuntimeVerdict, StrictJSONError, loads_strict
 
 __all__ = [
@@ -35,6 +37,21 @@ _T = TypeVar("_T")
 
 _RECORD_FIELDS: Final = frozenset(DecisionTraceRecord.__dataclass_fields__)
 _REPORT_FIELDS: Final = frozenset(DecisionTraceReport.__dataclass_fields__)
+_APPROVAL_FIELDS: Final = frozenset(ApprovalTraceRecord.__dataclass_fields__)
+_STATS_FIELDS: Final = frozenset(LatencyStats.__dataclass_fields__)
+# Derived by the report from its records and approvals: checked, never taken from the JSON.
+_DERIVED_STATS: Final = ("latency_ns_stats", "approval_wait_ns_stats")
+_DERIVED_STATS_BY: Final = (
+    "latency_ns_by_verdict",
+    "stage_ns_by_stage",
+    "approval_wait_ns_by_outcome",
+)
+_DERIVED_COUNTS: Final = (
+    "per_matched_policy_counts",
+    "per_agent_counts",
+    "per_detector_counts",
+    "per_trace_origin_counts",
+)
 
 
 def encode_decision_trace_report_to_bytes(report: DecisionTraceReport) -> bytes:
@@ -66,8 +83,17 @@ def encode_decision_trace_report_to_bytes(report: DecisionTraceReport) -> bytes:
         "sealed": report.sealed,
         "per_approval_outcome_counts": dict(report.per_approval_outcome_counts),
         "unresolved_pending_decision_ids": list(report.unresolved_pending_decision_ids),
+        "approvals": [_approval_to_json(approval) for approval in report.approvals],
         "problems": list(report.problems),
     }
+    for name in _DERIVED_STATS:
+        document[name] = _stats_to_json(getattr(report, name))
+    for name in _DERIVED_STATS_BY:
+        document[name] = {
+            key: _stats_to_json(stats) for key, stats in getattr(report, name).items()
+        }
+    for name in _DERIVED_COUNTS:
+        document[name] = dict(getattr(report, name))
     text = json.dumps(document, sort_keys=True, indent=2, ensure_ascii=False, allow_nan=False)
     return (text + "\n").encode("utf-8")
 
@@ -111,8 +137,12 @@ def decode_decision_trace_report_from_json(data: bytes | str) -> DecisionTraceRe
     raw_records = _get(fields, "records", list, "report")
     raw_problems = _get(fields, "problems", list, "report")
     raw_unresolved = _get(fields, "unresolved_pending_decision_ids", list, "report")
+    raw_approvals = _get(fields, "approvals", list, "report")
+    claimed: dict[str, object] = {name: _stats(fields, name) for name in _DERIVED_STATS}
+    claimed.update((name, _stats_by(fields, name)) for name in _DERIVED_STATS_BY)
+    claimed.update((name, _counts(fields, name)) for name in _DERIVED_COUNTS)
     try:
-        return DecisionTraceReport(
+        report = DecisionTraceReport(
             source_mcap_sha256=_get(fields, "source_mcap_sha256", str, "report"),
             total_decisions=_get(fields, "total_decisions", int, "report"),
             verified_count=_get(fields, "verified_count", int, "report"),
@@ -137,6 +167,10 @@ def decode_decision_trace_report_from_json(data: bytes | str) -> DecisionTraceRe
                 _expect(item, str, f"unresolved_pending_decision_ids[{index}]")
                 for index, item in enumerate(raw_unresolved)
             ),
+            approvals=tuple(
+                _approval_from_json(item, f"approvals[{index}]")
+                for index, item in enumerate(raw_approvals)
+            ),
             problems=tuple(
                 _expect(item, str, f"problems[{index}]") for index, item in enumerate(raw_problems)
             ),
@@ -145,6 +179,13 @@ def decode_decision_trace_report_from_json(data: bytes | str) -> DecisionTraceRe
         raise
     except ValueError as exc:
         raise ValueError(f"decision trace report is inconsistent: {exc}") from None
+    for name, value in claimed.items():
+        if value != getattr(report, name):
+            raise ValueError(
+                f"decision trace report is inconsistent: {name} disagrees with what its"
+                " records and approvals give"
+            )
+    return report
 
 
 def generate_decision_trace_report(
@@ -187,7 +228,28 @@ def _record_to_json(record: DecisionTraceRecord) -> dict[str, Any]:
         "matched_policy": record.matched_policy,
         "trace_id": record.trace_id,
         "latency_ns": record.latency_ns,
+        "agent": record.agent,
+        "verb": record.verb,
+        "resource": record.resource,
+        "detectors": list(record.detectors),
+        "stage_ns": dict(record.stage_ns),
+        "trace_origin": record.trace_origin,
     }
+
+
+def _approval_to_json(approval: ApprovalTraceRecord) -> dict[str, Any]:
+    return {
+        "decision_id": approval.decision_id,
+        "outcome": approval.outcome,
+        "wait_ns": approval.wait_ns,
+        "decision_run_id": approval.decision_run_id,
+    }
+
+
+def _stats_to_json(stats: LatencyStats | None) -> dict[str, int] | None:
+    if stats is None:
+        return None
+    return {name: getattr(stats, name) for name in sorted(_STATS_FIELDS)}
 
 
 def _record_from_json(item: object, where: str) -> DecisionTraceRecord:
@@ -207,7 +269,55 @@ def _record_from_json(item: object, where: str) -> DecisionTraceRecord:
         matched_policy=_get_optional(fields, "matched_policy", str, where),
         trace_id=_get(fields, "trace_id", str, where),
         latency_ns=_get(fields, "latency_ns", int, where),
+        agent=_get_optional(fields, "agent", str, where),
+        verb=_get_optional(fields, "verb", str, where),
+        resource=_get_optional(fields, "resource", str, where),
+        detectors=tuple(
+            _expect(item, str, f"{where}.detectors[{index}]")
+            for index, item in enumerate(_get(fields, "detectors", list, where))
+        ),
+        stage_ns=_counts(fields, "stage_ns", where),
+        trace_origin=_get_optional(fields, "trace_origin", str, where),
     )
+
+
+def _approval_from_json(item: object, where: str) -> ApprovalTraceRecord:
+    fields = _fields(item, where, _APPROVAL_FIELDS)
+    return ApprovalTraceRecord(
+        decision_id=_get(fields, "decision_id", str, where),
+        outcome=_get(fields, "outcome", str, where),
+        wait_ns=_get(fields, "wait_ns", int, where),
+        decision_run_id=_get_optional(fields, "decision_run_id", str, where),
+    )
+
+
+def _stats(fields: Mapping[str, Any], name: str, where: str = "report") -> LatencyStats | None:
+    raw = fields[name]
+    if raw is None:
+        return None
+    inner = f"{where}.{name}" if where != "report" else name
+    stats = _fields(raw, inner, _STATS_FIELDS)
+    try:
+        return LatencyStats(**{key: _get(stats, key, int, inner) for key in sorted(_STATS_FIELDS)})
+    except _FieldError:
+        raise
+    except ValueError as exc:
+        raise ValueError(f"decision trace report is inconsistent: {inner}: {exc}") from None
+
+
+def _stats_by(fields: Mapping[str, Any], name: str) -> dict[str, LatencyStats]:
+    raw = fields[name]
+    if not isinstance(raw, dict):
+        raise _FieldError(
+            f"decision trace report: {name} must be an object, got {json_type_name(raw)}"
+        )
+    found: dict[str, LatencyStats] = {}
+    for key in raw:
+        stats = _stats(raw, key, name)
+        if stats is None:
+            raise _FieldError(f"decision trace report: {name}[{key!r}] must be an object, got null")
+        found[key] = stats
+    return found
 
 
 def _fields(value: object, where: str, expected: frozenset[str]) -> Mapping[str, Any]:
@@ -255,10 +365,11 @@ def _member(fields: Mapping[str, Any], name: str, enum: Callable[[str], _T], whe
         ) from None
 
 
-def _counts(fields: Mapping[str, Any], name: str) -> dict[str, int]:
+def _counts(fields: Mapping[str, Any], name: str, where: str = "report") -> dict[str, int]:
     raw = fields[name]
+    inner = f"{where}.{name}" if where != "report" else name
     if not isinstance(raw, dict):
         raise _FieldError(
-            f"decision trace report: {name} must be an object, got {json_type_name(raw)}"
+            f"decision trace report: {inner} must be an object, got {json_type_name(raw)}"
         )
-    return {key: _expect(count, int, f"{name}[{key!r}]") for key, count in raw.items()}
+    return {key: _expect(count, int, f"{inner}[{key!r}]") for key, count in raw.items()}

@@ -11,25 +11,30 @@ from __future__ import annotations
 import re
 from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Final
 
+from analysis._trace_stats import LatencyStats, stats_by_key
 from runtime import RuntimeVerdict
 
 __all__ = [
     "ANALYSIS_VERSION",
+    "ApprovalTraceRecord",
     "ChainStatus",
     "DecisionTraceRecord",
     "DecisionTraceReport",
     "FrozenCounts",
 ]
 
-ANALYSIS_VERSION: Final = 3
+ANALYSIS_VERSION: Final = 4
 """Version of the trace algorithm and report layout; bumped on any change to either.
 
 2: the report says whether the run is ``sealed``.
 3: the report counts approvals by outcome and lists pending decisions never resolved.
+4: each record names its action (agent, verb, resource), detectors, stage times and
+   trace origin; the report lists its approvals and derives latency statistics (per
+   verdict, per stage, approval waits) and counts per rule, agent, detector, origin.
 """
 
 APPROVAL_OUTCOMES: Final = ("approved", "rejected", "expired")
@@ -131,6 +136,14 @@ class DecisionTraceRecord:
         matched_policy: the rule that determined the verdict, or None.
         trace_id: the W3C trace id the decision was made under.
         latency_ns: gate entry to verdict, monotonic nanoseconds.
+        agent, verb, resource: the action, as the assessment logged for this
+            decision id records it (escaped and scrubbed by the gate); None when
+            no assessment is logged for it, or its field is not text.
+        detectors: the detectors whose findings that assessment lists, sorted, each once.
+        stage_ns: that assessment's time per gate stage (``policy``, ``narrow``,
+            ``scrub``), monotonic nanoseconds; empty without one.
+        trace_origin: how the decision's trace context came about (the
+            decision's ``trace_origin``); None when it does not say.
 
     Raises:
         ValueError: ``chain_status`` disagrees with the two hashes (a verified
@@ -149,11 +162,25 @@ class DecisionTraceRecord:
     matched_policy: str | None
     trace_id: str
     latency_ns: int
+    agent: str | None = None
+    verb: str | None = None
+    resource: str | None = None
+    detectors: tuple[str, ...] = ()
+    stage_ns: Mapping[str, int] = FrozenCounts()
+    trace_origin: str | None = None
 
     def __post_init__(self) -> None:
         # Coerce plain strings so a record built by hand equals one built from a log.
         object.__setattr__(self, "decision_kind", RuntimeVerdict(self.decision_kind))
         object.__setattr__(self, "chain_status", ChainStatus(self.chain_status))
+        object.__setattr__(self, "stage_ns", FrozenCounts(self.stage_ns))
+        detectors = tuple(self.detectors)
+        if list(detectors) != sorted(set(detectors)):
+            raise ValueError(
+                f"decision {self.decision_id}: detectors must be sorted, each once, got"
+                f" {list(detectors)!r}"
+            )
+        object.__setattr__(self, "detectors", detectors)
         claimed = self.claimed_assessment_sha256
         recomputed = self.recomputed_assessment_sha256
         if recomputed is not None and not _SHA256_HEX.fullmatch(recomputed):
@@ -175,6 +202,37 @@ class DecisionTraceRecord:
                 f"decision {self.decision_id}: chain_status {status.value!r} contradicts"
                 f" claimed {claimed!r} and recomputed {recomputed!r}"
             )
+
+
+@dataclass(frozen=True, slots=True)
+class ApprovalTraceRecord:
+    """One readable ``/approvals`` record of the run.
+
+    Attributes:
+        decision_id: the decision it resolves.
+        outcome: ``approved``, ``rejected`` or ``expired``.
+        wait_ns: pending verdict to resolution, monotonic nanoseconds (as logged).
+        decision_run_id: the earlier run that holds the decision, or None for this run.
+
+    Raises:
+        ValueError: an unknown outcome.
+    """
+
+    decision_id: str
+    outcome: str
+    wait_ns: int
+    decision_run_id: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.outcome not in APPROVAL_OUTCOMES:
+            raise ValueError(
+                f"approval of {self.decision_id}: outcome {self.outcome!r} is not one of"
+                f" {', '.join(APPROVAL_OUTCOMES)}"
+            )
+
+
+def _no_stats() -> Mapping[str, LatencyStats]:
+    return stats_by_key(())
 
 
 @dataclass(frozen=True, slots=True)
@@ -215,6 +273,25 @@ class DecisionTraceReport:
         unresolved_pending_decision_ids: the ``pending`` decisions of this run
             that no approval in this run resolves, in stream order (still
             waiting when the run ended -- possibly resolved in a later run).
+        approvals: the run's readable ``/approvals`` records, in stream order;
+            ``per_approval_outcome_counts`` counts them.
+
+    Derived from ``records`` and ``approvals`` (not arguments; a decoded report
+    must carry exactly these values):
+
+    Attributes:
+        latency_ns_stats: `LatencyStats` of every decision's ``latency_ns``
+            (None without decisions).
+        latency_ns_by_verdict: the same per verdict (only verdicts that occur).
+        stage_ns_by_stage: `LatencyStats` per gate stage, over the decisions
+            whose assessment times that stage.
+        approval_wait_ns_stats: `LatencyStats` of the approvals' ``wait_ns``
+            (None without approvals); ``approval_wait_ns_by_outcome`` per outcome.
+        per_matched_policy_counts: decisions per matched rule (decisions no
+            rule decided are not counted).
+        per_agent_counts: decisions per agent (of those whose assessment is logged).
+        per_detector_counts: decisions in which each detector found something.
+        per_trace_origin_counts: decisions per trace origin.
 
     Raises:
         ValueError: the counts do not add up to ``total_decisions`` and
@@ -241,6 +318,18 @@ class DecisionTraceReport:
     problems: tuple[str, ...]
     per_approval_outcome_counts: Mapping[str, int] = FrozenCounts()
     unresolved_pending_decision_ids: tuple[str, ...] = ()
+    approvals: tuple[ApprovalTraceRecord, ...] = ()
+    latency_ns_stats: LatencyStats | None = field(init=False, default=None)
+    latency_ns_by_verdict: Mapping[str, LatencyStats] = field(init=False, default_factory=_no_stats)
+    stage_ns_by_stage: Mapping[str, LatencyStats] = field(init=False, default_factory=_no_stats)
+    approval_wait_ns_stats: LatencyStats | None = field(init=False, default=None)
+    approval_wait_ns_by_outcome: Mapping[str, LatencyStats] = field(
+        init=False, default_factory=_no_stats
+    )
+    per_matched_policy_counts: Mapping[str, int] = field(init=False, default_factory=FrozenCounts)
+    per_agent_counts: Mapping[str, int] = field(init=False, default_factory=FrozenCounts)
+    per_detector_counts: Mapping[str, int] = field(init=False, default_factory=FrozenCounts)
+    per_trace_origin_counts: Mapping[str, int] = field(init=False, default_factory=FrozenCounts)
 
     @classmethod
     def from_records(
@@ -251,21 +340,21 @@ class DecisionTraceReport:
         duplicate_assessment_count: int = 0,
         truncated: bool = False,
         sealed: bool = False,
-        approval_outcomes: Iterable[str] = (),
-        resolved_decision_ids: Iterable[str] = (),
+        approvals: Iterable[ApprovalTraceRecord] = (),
         problems: Iterable[str] = (),
     ) -> DecisionTraceReport:
         """Build a report whose counts and timestamps are derived from ``records``.
 
-        ``approval_outcomes`` are the outcomes of the run's approval records;
-        ``resolved_decision_ids`` the decisions of this run they resolve.
+        ``approvals`` are the run's approval records; those of decisions of
+        this run (``decision_run_id`` None) resolve them.
 
         Raises:
             ValueError: as the constructor (a record of another analysis version,
                 a malformed ``source_mcap_sha256``).
         """
         records = tuple(records)
-        resolved = frozenset(resolved_decision_ids)
+        approvals = tuple(approvals)
+        resolved = frozenset(a.decision_id for a in approvals if a.decision_run_id is None)
         # dict.fromkeys: each id once (a tampered log can repeat one), in stream order.
         unresolved = tuple(
             dict.fromkeys(
@@ -296,8 +385,9 @@ class DecisionTraceReport:
             duplicate_assessment_count=duplicate_assessment_count,
             truncated=truncated,
             sealed=sealed,
-            per_approval_outcome_counts=Counter(approval_outcomes),
+            per_approval_outcome_counts=Counter(a.outcome for a in approvals),
             unresolved_pending_decision_ids=unresolved,
+            approvals=approvals,
             problems=tuple(problems),
         )
 
@@ -322,11 +412,39 @@ class DecisionTraceReport:
             )
         if self.duplicate_assessment_count < 0:
             raise ValueError("duplicate_assessment_count must not be negative")
+        object.__setattr__(self, "approvals", tuple(self.approvals))
         self._check_counts(kinds, policies)
         self._check_timestamps()
         self._check_approvals(outcomes)
+        self._derive()
+
+    def _derive(self) -> None:
+        records, approvals = self.records, self.approvals
+        derived: dict[str, object] = {
+            "latency_ns_stats": LatencyStats.of(r.latency_ns for r in records),
+            "latency_ns_by_verdict": stats_by_key(
+                (r.decision_kind.value, r.latency_ns) for r in records
+            ),
+            "stage_ns_by_stage": stats_by_key(pair for r in records for pair in r.stage_ns.items()),
+            "approval_wait_ns_stats": LatencyStats.of(a.wait_ns for a in approvals),
+            "approval_wait_ns_by_outcome": stats_by_key((a.outcome, a.wait_ns) for a in approvals),
+            "per_matched_policy_counts": _tally(r.matched_policy for r in records),
+            "per_agent_counts": _tally(r.agent for r in records),
+            "per_detector_counts": _tally(d for r in records for d in r.detectors),
+            "per_trace_origin_counts": _tally(r.trace_origin for r in records),
+        }
+        for name, value in derived.items():
+            object.__setattr__(self, name, value)
 
     def _check_approvals(self, outcomes: FrozenCounts) -> None:
+        for approval in self.approvals:
+            if type(approval) is not ApprovalTraceRecord:
+                raise ValueError("approvals must be ApprovalTraceRecord values")
+        if outcomes != Counter(approval.outcome for approval in self.approvals):
+            raise ValueError(
+                f"per_approval_outcome_counts {dict(outcomes)!r} disagree with the approvals"
+            )
+        resolved = {a.decision_id for a in self.approvals if a.decision_run_id is None}
         unknown = sorted(set(outcomes) - set(APPROVAL_OUTCOMES))
         if unknown:
             raise ValueError(
@@ -339,14 +457,13 @@ class DecisionTraceReport:
             if record.decision_kind is RuntimeVerdict.PENDING
         ]
         unresolved = self.unresolved_pending_decision_ids
-        # In stream order, each once: a subsequence of the pending decisions' ids.
-        remaining = iter(pending)
-        if len(set(unresolved)) != len(unresolved) or not all(
-            any(candidate == wanted for candidate in remaining) for wanted in unresolved
-        ):
+        # Exactly the pending decisions no approval of this run resolves: each once, in
+        # stream order.
+        expected = tuple(dict.fromkeys(p for p in pending if p not in resolved))
+        if unresolved != expected:
             raise ValueError(
-                "unresolved_pending_decision_ids must be pending decisions of the report,"
-                " each once, in stream order"
+                "unresolved_pending_decision_ids must be the pending decisions of the report"
+                " that no approval of this run resolves, each once, in stream order"
             )
 
     def _check_counts(self, kinds: FrozenCounts, policies: FrozenCounts) -> None:
@@ -375,7 +492,7 @@ class DecisionTraceReport:
                     f"{status.value}_count is {count} but {tallied[status]} records"
                     f" have chain_status {status.value!r}"
                 )
-        for name, counts, field in (
+        for name, counts, attribute in (
             ("per_decision_kind_counts", kinds, "decision_kind"),
             ("per_policy_id_counts", policies, "policy_id"),
         ):
@@ -383,7 +500,7 @@ class DecisionTraceReport:
                 raise ValueError(
                     f"{name} sum to {counts.total()}, not total_decisions {self.total_decisions}"
                 )
-            expected = Counter(str(getattr(record, field)) for record in self.records)
+            expected = Counter(str(getattr(record, attribute)) for record in self.records)
             if counts != expected:
                 raise ValueError(f"{name} {dict(counts)!r} disagree with the records")
         for record in self.records:
@@ -403,3 +520,7 @@ class DecisionTraceReport:
             raise ValueError(
                 f"timestamps first/last/span {actual} do not match the records {expected}"
             )
+
+
+def _tally(names: Iterable[str | None]) -> FrozenCounts:
+    return FrozenCounts(Counter(name for name in names if name is not None))

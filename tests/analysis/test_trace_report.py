@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 import analysis
 from analysis import (
     ANALYSIS_VERSION,
+    ApprovalTraceRecord,
     ChainStatus,
     DecisionTraceRecord,
     DecisionTraceReport,
@@ -60,8 +61,20 @@ def make_record(status: ChainStatus = ChainStatus.VERIFIED, **changes: Any) -> D
 
 def make_report() -> DecisionTraceReport:
     records = (
-        make_record(ChainStatus.VERIFIED, timestamp_ns=3_000),
-        make_record(ChainStatus.BROKEN, timestamp_ns=1_000, decision_kind="deny"),
+        make_record(
+            ChainStatus.VERIFIED,
+            timestamp_ns=3_000,
+            agent="support",
+            detectors=("email",),
+            stage_ns={"policy": 7, "scrub": 9},
+        ),
+        make_record(
+            ChainStatus.BROKEN,
+            timestamp_ns=1_000,
+            decision_kind="deny",
+            agent="support",
+            detectors=("aws_access_key", "email"),
+        ),
         make_record(ChainStatus.NO_ASSESSMENT_CLAIMED, timestamp_ns=2_000, policy_id="ops"),
     )
     return DecisionTraceReport(
@@ -82,6 +95,10 @@ def make_report() -> DecisionTraceReport:
         truncated=False,
         sealed=True,
         problems=("a problem — named",),
+        per_approval_outcome_counts={"approved": 1},
+        approvals=(
+            ApprovalTraceRecord("0194a3c1-7e2f-7000-8000-0000000000ff", "approved", 5, "r"),
+        ),
     )
 
 
@@ -130,7 +147,7 @@ def test_non_ascii_is_kept_as_utf8() -> None:
 
     assert "café ☕".encode() in data
     assert b"\\u" not in data
-    assert b'\n  "analysis_version": 3,\n' in data
+    assert b'\n  "analysis_version": 4,\n' in data
     assert b'\n  "sealed": true,\n' in data
 
 
@@ -176,7 +193,8 @@ def decode_document(document: object) -> DecisionTraceReport:
             r"per_policy_id_counts\['ops'\] must be an integer",
         ),
         (lambda d: d.update(analysis_version=1), "analysis_version 1; this analyzer reads"),
-        (lambda d: d.update(analysis_version=4), "analysis_version 4; this analyzer reads"),
+        (lambda d: d.update(analysis_version=3), "analysis_version 3; this analyzer reads"),
+        (lambda d: d.update(analysis_version=5), "analysis_version 5; this analyzer reads"),
         (lambda d: d["records"][0].pop("trace_id"), r"records\[0\] lacks field.*trace_id"),
         (lambda d: d["records"][0].update(extra=0), r"records\[0\] has unknown field.*extra"),
         (
@@ -205,7 +223,7 @@ def decode_document(document: object) -> DecisionTraceReport:
         ),
         (
             lambda d: d.update(per_approval_outcome_counts={"maybe": 1}),
-            "inconsistent: per_approval_outcome_counts has 'maybe'",
+            "inconsistent: per_approval_outcome_counts .* disagree with the approvals",
         ),
         (
             lambda d: d.update(unresolved_pending_decision_ids={}),
@@ -217,9 +235,44 @@ def decode_document(document: object) -> DecisionTraceReport:
         ),
         (
             lambda d: d.update(unresolved_pending_decision_ids=[d["records"][0]["decision_id"]]),
-            "inconsistent: unresolved_pending_decision_ids must be pending decisions",
+            "inconsistent: unresolved_pending_decision_ids must be the pending decisions",
         ),
         (lambda d: d.pop("unresolved_pending_decision_ids"), "lacks field"),
+        (lambda d: d.pop("latency_ns_stats"), "lacks field.*latency_ns_stats"),
+        (
+            lambda d: d["latency_ns_stats"].update(count=d["latency_ns_stats"]["count"] + 1),
+            "inconsistent: latency_ns_stats disagrees with what its records",
+        ),
+        (
+            lambda d: d["latency_ns_stats"].update(max_ns=0),
+            r"inconsistent: latency_ns_stats: .*in order",
+        ),
+        (lambda d: d["latency_ns_stats"].pop("p99_ns"), r"latency_ns_stats lacks field.*p99_ns"),
+        (
+            lambda d: d["latency_ns_by_verdict"].update(allow=None),
+            r"latency_ns_by_verdict\['allow'\] must be an object, got null",
+        ),
+        (
+            lambda d: d["latency_ns_by_verdict"].pop("deny"),
+            "inconsistent: latency_ns_by_verdict disagrees",
+        ),
+        (
+            lambda d: d.update(per_agent_counts={"mallory": 3}),
+            "inconsistent: per_agent_counts disagrees",
+        ),
+        (
+            lambda d: d.update(per_detector_counts={}),
+            "inconsistent: per_detector_counts disagrees",
+        ),
+        (lambda d: d["records"][0].update(detectors=["email", "aws"]), "detectors must be sorted"),
+        (lambda d: d["records"][0].update(stage_ns={"policy": -1}), "non-negative"),
+        (lambda d: d["records"][0].update(agent=7), r"records\[0\]\.agent must be a string"),
+        (lambda d: d.update(approvals={}), r"report\.approvals must be an array"),
+        (
+            lambda d: d["approvals"][0].update(outcome="denied"),
+            "inconsistent: approval of .* outcome 'denied' is not one of",
+        ),
+        (lambda d: d["approvals"][0].pop("wait_ns"), r"approvals\[0\] lacks field.*wait_ns"),
     ],
 )
 def test_decode_refuses_a_wrong_document(mutate: Any, message: str) -> None:
@@ -261,7 +314,7 @@ def test_decode_refuses_what_is_not_a_report(data: bytes | str, message: str) ->
         ({"per_policy_id_counts": {"ops": -1, "x": 4}}, "non-negative"),
         ({"timestamp_first_ns": 2_000}, "timestamps"),
         ({"timestamp_span_ns": None}, "timestamps"),
-        ({"analysis_version": 4}, "has analysis_version 3, the report 4"),
+        ({"analysis_version": 3}, "has analysis_version 4, the report 3"),
         ({"duplicate_assessment_count": -1}, "must not be negative"),
         ({"source_mcap_sha256": "c" * 63}, "64 lowercase hex"),
     ],
@@ -424,8 +477,12 @@ def test_from_records_lists_the_pending_decisions_no_approval_resolves() -> None
     report = DecisionTraceReport.from_records(
         pending_records(),
         source_mcap_sha256="c" * 64,
-        approval_outcomes=["approved", "expired", "approved"],
-        resolved_decision_ids=[PENDING_IDS[1], PENDING_IDS[2]],
+        approvals=[
+            ApprovalTraceRecord(PENDING_IDS[1], "approved", 10),
+            ApprovalTraceRecord(PENDING_IDS[2], "expired", 30),
+            # Of an earlier run's decision with the same id: it resolves nothing here.
+            ApprovalTraceRecord(PENDING_IDS[3], "approved", 20, "earlier-run"),
+        ],
     )
     assert report.unresolved_pending_decision_ids == (PENDING_IDS[0], PENDING_IDS[3])
     assert report.per_approval_outcome_counts == {"approved": 2, "expired": 1}
@@ -456,18 +513,23 @@ def test_an_unresolved_list_that_disagrees_with_the_records_is_refused(
     unresolved: tuple[str, ...],
 ) -> None:
     report = DecisionTraceReport.from_records(pending_records(), source_mcap_sha256="c" * 64)
-    with pytest.raises(ValueError, match="unresolved_pending_decision_ids must be pending"):
+    with pytest.raises(ValueError, match="unresolved_pending_decision_ids must be the pending"):
         dataclasses.replace(report, unresolved_pending_decision_ids=unresolved)
 
 
-def test_an_in_order_subset_of_the_pending_decisions_is_accepted() -> None:
+def test_only_the_exact_unresolved_list_is_accepted() -> None:
     report = DecisionTraceReport.from_records(pending_records(), source_mcap_sha256="c" * 64)
+    exact = (PENDING_IDS[0], PENDING_IDS[1], PENDING_IDS[3])
+    changed = dataclasses.replace(report, unresolved_pending_decision_ids=list(exact))
+    assert changed.unresolved_pending_decision_ids == exact
     for unresolved in ((), (PENDING_IDS[3],), (PENDING_IDS[0], PENDING_IDS[3])):
-        changed = dataclasses.replace(report, unresolved_pending_decision_ids=list(unresolved))
-        assert changed.unresolved_pending_decision_ids == unresolved
+        with pytest.raises(ValueError, match="unresolved_pending_decision_ids must be the"):
+            dataclasses.replace(report, unresolved_pending_decision_ids=list(unresolved))
 
 
 def test_an_unknown_approval_outcome_is_refused() -> None:
     report = DecisionTraceReport.from_records(pending_records(), source_mcap_sha256="c" * 64)
-    with pytest.raises(ValueError, match="per_approval_outcome_counts has 'denied'"):
+    with pytest.raises(ValueError, match="disagree with the approvals"):
         dataclasses.replace(report, per_approval_outcome_counts={"approved": 1, "denied": 1})
+    with pytest.raises(ValueError, match="outcome 'denied' is not one of"):
+        ApprovalTraceRecord(PENDING_IDS[0], "denied", 1)
