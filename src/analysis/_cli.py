@@ -1,5 +1,6 @@
-"""The ``ghost`` command line: ``verify``, ``trace-decisions``, ``demo``, ``keygen``,
-``prove``, ``verify-proof``, ``approvals`` (in ``analysis._cli_approvals``), ``--version``.
+"""The ``ghost`` command line: ``verify``, ``trace-decisions``, ``summary`` (in
+``analysis._cli_summary``), ``demo``, ``keygen``, ``prove``, ``verify-proof``,
+``approvals`` (in ``analysis._cli_approvals``), ``--version``.
 
 Exit codes follow SPEC §6 (ADR 0013):
 
@@ -44,6 +45,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, cast
 
 from analysis._cli_approvals import EXIT_REFUSED, add_approval_commands
+from analysis._cli_summary import add_summary_command
+from analysis._printable import printable
 
 if TYPE_CHECKING:
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
@@ -240,6 +243,7 @@ def _make_parser() -> argparse.ArgumentParser:
     )
     verify_proof.set_defaults(handler=_verify_proof)
 
+    add_summary_command(commands)
     add_approval_commands(commands)
     return parser
 
@@ -510,11 +514,4 @@ def _os_cause(exc: OSError) -> str:
 
 def _printable(text: str) -> str:
     """Return ``text`` on one line, every non-printable character escaped, at most so long."""
-    if len(text) > _MAX_ERROR * 20:
-        text = text[: _MAX_ERROR * 20] + "…"
-    if text.isprintable():
-        return text
-    return "".join(
-        char if char.isprintable() else char.encode("unicode_escape").decode("ascii")
-        for char in text
-    )
+    return printable(text, limit=_MAX_ERROR * 20)

@@ -320,29 +320,28 @@ def _human(gate: Gate, decision: Decision, verb: str, human: tuple[str, str | No
 def _print_summary(
     report: DecisionTraceReport, out: Path, report_path: Path, print_: TextIO
 ) -> None:
+    from analysis._summary import summarize
+    from analysis._summary_render import render_summary
+    from analysis._verify import verify_run
+
     print(f"\nrun written to {out} (sha256 {report.source_mcap_sha256[:16]}…)", file=print_)
-    print("decision trace report (read back from the MCAP file):", file=print_)
-    kinds = ", ".join(f"{k}={v}" for k, v in sorted(report.per_decision_kind_counts.items()))
-    print(f"  decisions: {report.total_decisions} ({kinds})", file=print_)
+    print("its summary, read back from the MCAP file (ghost summary):\n", file=print_)
+    terminal = print_.isatty()
+    render_summary(
+        summarize(report, verify_run(out)),
+        name=str(out),
+        file=print_,
+        terminal=terminal,
+        color=terminal and not os.environ.get("NO_COLOR"),
+    )
     print(
-        f"  chain: verified={report.verified_count} broken={report.broken_count}"
+        f"\nchain: verified={report.verified_count} broken={report.broken_count}"
         f" assessment_missing={report.assessment_missing_count}"
         f" no_assessment_claimed={report.no_assessment_claimed_count}",
         file=print_,
     )
-    latencies = sorted(record.latency_ns for record in report.records)
-    if latencies:
-        median_us = latencies[(len(latencies) - 1) // 2] / 1000
-        print(
-            f"  gate latency: median {median_us:.0f} µs, max {latencies[-1] / 1000:.0f} µs"
-            " (monotonic, gate entry to verdict)",
-            file=print_,
-        )
-    outcomes = ", ".join(f"{k}={v}" for k, v in sorted(report.per_approval_outcome_counts.items()))
-    unresolved = len(report.unresolved_pending_decision_ids)
-    print(f"  approvals: {outcomes or 'none'}; pending never resolved: {unresolved}", file=print_)
-    print(f"  full report: {report_path}  (ghost trace-decisions --mcap {out})", file=print_)
-    print(f"  verify it:   ghost verify --mcap {out}", file=print_)
+    print(f"full report: {report_path}  (ghost trace-decisions --mcap {out})", file=print_)
+    print(f"verify it:   ghost verify --mcap {out}", file=print_)
 
 
 def _check_replaceable(out: Path, report_path: Path, policy_id: str) -> bool:

@@ -1,0 +1,86 @@
+"""``ghost summary``: one run at a glance, integrity first.
+
+::
+
+    ghost summary PATH [--json]
+    ghost summary --mcap PATH [--json]
+
+Reads the run twice -- ``verify_run`` for the integrity verdict (intact,
+truncated, tampered), the decision trace report for what the agents did --
+and prints a `analysis._summary.RunSummary`: drawn with rich on a terminal,
+plain aligned text when piped or with ``NO_COLOR`` set, or JSON with
+``--json``.
+
+Exit codes (SPEC §6): 0 the summary was printed, whatever the run's
+integrity (the summary says it; judging with an exit code is ``verify``'s
+job); 1 the file cannot be read (missing, not MCAP, not a ghost log); 2 usage.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Final
+
+__all__ = ["add_summary_command"]
+
+_EXIT_OK: Final = 0
+_EXIT_FAILURE: Final = 1
+_EXIT_USAGE: Final = 2
+_PROG: Final = "ghost"
+_MAX_ERROR: Final = 6_000  # as the other commands: 20 x 300 characters
+
+
+def add_summary_command(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add ``summary`` to the ``ghost`` parser's subcommands (handler in ``handler``)."""
+    summary = commands.add_parser(
+        "summary",
+        help="one run at a glance: integrity, verdicts, latency, top rules and denials, approvals",
+        description=(
+            "Print what a person reads about a run in ten seconds: its integrity (intact,"
+            " truncated or tampered, as `ghost verify` decides), decisions per verdict,"
+            " latency percentiles, the top rules, the most denied actions, approvals and"
+            " the detectors that fired. Exit 0: printed (whatever the integrity); 1: the file"
+            " cannot be read; 2: usage."
+        ),
+    )
+    summary.add_argument("path", nargs="?", type=Path, metavar="PATH", help="the run's MCAP file")
+    summary.add_argument("--mcap", type=Path, metavar="PATH", help="the same, as an option")
+    summary.add_argument("--json", action="store_true", help="print the summary as JSON")
+    summary.set_defaults(handler=_summary, parser=summary)
+
+
+def _summary(args: argparse.Namespace) -> int:
+    from analysis._decision_trace import build_decision_trace_report
+    from analysis._printable import printable
+    from analysis._summary import summarize, summary_document
+    from analysis._verify import verify_run
+    from audit import LogFormatError
+
+    if (args.path is None) == (args.mcap is None):
+        args.parser.print_usage(sys.stderr)
+        print(f"{_PROG} summary: error: give the run once: PATH or --mcap PATH", file=sys.stderr)
+        return _EXIT_USAGE
+    path: Path = args.path if args.path is not None else args.mcap
+    try:
+        verification = verify_run(path)
+        report = build_decision_trace_report(path)
+    except LogFormatError as exc:
+        message = printable(f"cannot read {exc.path}: {exc.problem}", limit=_MAX_ERROR)
+        print(f"{_PROG}: error: {message}", file=sys.stderr)
+        return _EXIT_FAILURE
+    summary = summarize(report, verification)
+    if args.json:
+        text = json.dumps(summary_document(summary), sort_keys=True, indent=2, ensure_ascii=False)
+        sys.stdout.buffer.write((text + "\n").encode("utf-8"))
+        sys.stdout.flush()
+        return _EXIT_OK
+    from analysis._summary_render import render_summary
+
+    terminal = sys.stdout.isatty()
+    color = terminal and not os.environ.get("NO_COLOR")
+    render_summary(summary, name=str(path), file=sys.stdout, terminal=terminal, color=color)
+    return _EXIT_OK
