@@ -45,6 +45,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, cast
 
 from analysis._cli_approvals import EXIT_REFUSED, add_approval_commands
+from analysis._cli_args import add_run_argument, resolve_run_argument
 from analysis._cli_summary import add_summary_command
 from analysis._printable import printable
 
@@ -133,7 +134,7 @@ def _make_parser() -> argparse.ArgumentParser:
             " 1: the file (or a key or anchor file) cannot be read; 2: usage."
         ),
     )
-    verify.add_argument("--mcap", required=True, type=Path, metavar="PATH", help="the run")
+    add_run_argument(verify, "the run's MCAP file")
     verify.add_argument(
         "--public-key",
         type=Path,
@@ -166,7 +167,7 @@ def _make_parser() -> argparse.ArgumentParser:
             " a truncated or unsealed run is reported and warned about on stderr."
         ),
     )
-    trace.add_argument("--mcap", required=True, type=Path, metavar="PATH", help="the run to read")
+    add_run_argument(trace, "the run's MCAP file")
     trace.add_argument(
         "--output",
         metavar="PATH",
@@ -217,7 +218,7 @@ def _make_parser() -> argparse.ArgumentParser:
             " output exists or cannot be written; 2: usage."
         ),
     )
-    prove.add_argument("--mcap", required=True, type=Path, metavar="RUN", help="the run")
+    add_run_argument(prove, "the run's MCAP file")
     prove.add_argument("--decision", required=True, metavar="ID", help="the decision_id to prove")
     prove.add_argument(
         "--out", required=True, type=Path, metavar="PROOF.json", help="where to write the proof"
@@ -263,6 +264,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     """
     parser = _make_parser()
     args = parser.parse_args(argv)
+    resolve_run_argument(args)
     handler = cast("Callable[[argparse.Namespace], int]", args.handler)
     try:
         return handler(args)

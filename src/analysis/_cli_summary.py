@@ -25,11 +25,12 @@ import sys
 from pathlib import Path
 from typing import Final
 
+from analysis._cli_args import add_run_argument
+
 __all__ = ["add_summary_command"]
 
 _EXIT_OK: Final = 0
 _EXIT_FAILURE: Final = 1
-_EXIT_USAGE: Final = 2
 _PROG: Final = "ghost"
 _MAX_ERROR: Final = 6_000  # as the other commands: 20 x 300 characters
 
@@ -47,10 +48,9 @@ def add_summary_command(commands: argparse._SubParsersAction[argparse.ArgumentPa
             " cannot be read; 2: usage."
         ),
     )
-    summary.add_argument("path", nargs="?", type=Path, metavar="PATH", help="the run's MCAP file")
-    summary.add_argument("--mcap", type=Path, metavar="PATH", help="the same, as an option")
+    add_run_argument(summary, "the run's MCAP file")
     summary.add_argument("--json", action="store_true", help="print the summary as JSON")
-    summary.set_defaults(handler=_summary, parser=summary)
+    summary.set_defaults(handler=_summary)
 
 
 def _summary(args: argparse.Namespace) -> int:
@@ -60,11 +60,7 @@ def _summary(args: argparse.Namespace) -> int:
     from analysis._verify import verify_run
     from audit import LogFormatError
 
-    if (args.path is None) == (args.mcap is None):
-        args.parser.print_usage(sys.stderr)
-        print(f"{_PROG} summary: error: give the run once: PATH or --mcap PATH", file=sys.stderr)
-        return _EXIT_USAGE
-    path: Path = args.path if args.path is not None else args.mcap
+    path: Path = args.mcap  # PATH or --mcap, resolved by the parser (analysis._cli_args)
     try:
         verification = verify_run(path)
         report = build_decision_trace_report(path)

@@ -189,3 +189,15 @@ def test_ghost_help_lists_summary(tmp_path: Path) -> None:
     result = ghost("--help", cwd=tmp_path)
     assert result.returncode == 0
     assert b"summary" in result.stdout
+
+
+@pytest.mark.parametrize("command", [["verify"], ["trace-decisions"], ["summary"]])
+def test_every_run_command_takes_the_run_as_path_or_mcap(known: Path, command: list[str]) -> None:
+    positional = ghost(*command, known, cwd=known.parent)
+    optional = ghost(*command, "--mcap", known, cwd=known.parent)
+    assert positional.returncode == optional.returncode == 0, positional.stderr
+    assert positional.stdout == optional.stdout
+    twice = ghost(*command, known, "--mcap", known, cwd=known.parent)
+    assert twice.returncode == 2
+    assert f"usage: ghost {command[0]}".encode() in twice.stderr
+    assert b"give the run once" in twice.stderr
