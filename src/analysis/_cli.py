@@ -126,7 +126,7 @@ def _make_parser() -> argparse.ArgumentParser:
 
     verify = commands.add_parser(
         "verify",
-        help="check every record of a run: is it intact, truncated, or tampered?",
+        help="is a run intact, truncated, or tampered? (every check)",
         description=(
             "Run every integrity check on a captured run and print one line per problem,"
             " then a summary. Exit 0: intact and sealed; 3: tampered or corrupted;"
@@ -160,7 +160,7 @@ def _make_parser() -> argparse.ArgumentParser:
 
     trace = commands.add_parser(
         "trace-decisions",
-        help="pair each decision of a run with its assessment and report the chain",
+        help="the canonical JSON report of a run's decisions",
         description=(
             "Read a captured run and write its decision trace report as canonical JSON."
             " A broken chain is reported in the output, not signalled by the exit code;"
@@ -175,9 +175,11 @@ def _make_parser() -> argparse.ArgumentParser:
     )
     trace.set_defaults(handler=_trace_decisions)
 
+    add_summary_command(commands)
+
     demo = commands.add_parser(
         "demo",
-        help="run the bundled example agent under the bundled policy and record it",
+        help="run the bundled example agent, record it, summarize it",
         description=(
             "Run the bundled example agent loop and write its audit log. An existing"
             " file at --out is replaced only if it is a previous ghost demo run."
@@ -194,7 +196,7 @@ def _make_parser() -> argparse.ArgumentParser:
 
     keygen = commands.add_parser(
         "keygen",
-        help="write an Ed25519 key pair for signing checkpoints (PREFIX.key, PREFIX.pub)",
+        help="write an Ed25519 key pair for signing checkpoints",
         description=(
             "Generate an Ed25519 key pair: PREFIX.key (private, PKCS #8 PEM, mode 0600)"
             " and PREFIX.pub (public, PEM). Existing files are never replaced."
@@ -208,7 +210,7 @@ def _make_parser() -> argparse.ArgumentParser:
 
     prove = commands.add_parser(
         "prove",
-        help="write a self-contained proof that one decision (and its assessment) is in a run",
+        help="prove that one decision is in a run (a JSON file)",
         description=(
             "Find a decision in a run and write an inclusion proof (ADR 0015): its records'"
             " canonical bytes, their leaf indexes, the first checkpoint note covering them,"
@@ -244,7 +246,6 @@ def _make_parser() -> argparse.ArgumentParser:
     )
     verify_proof.set_defaults(handler=_verify_proof)
 
-    add_summary_command(commands)
     add_approval_commands(commands)
     return parser
 

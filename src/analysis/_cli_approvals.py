@@ -77,7 +77,7 @@ def add_approval_commands(commands: argparse._SubParsersAction[argparse.Argument
     """
     approvals = commands.add_parser(
         "approvals",
-        help="list the pending approvals of a store, approve or reject one",
+        help="list, approve or reject the pending approvals of a store",
         description=(
             "Act on a SQLite approval store while an agent waits. Exit 0: done; 1: the store"
             " is missing, unreadable, locked or not a ghost approval store; 2: usage;"

@@ -39,7 +39,7 @@ def add_summary_command(commands: argparse._SubParsersAction[argparse.ArgumentPa
     """Add ``summary`` to the ``ghost`` parser's subcommands (handler in ``handler``)."""
     summary = commands.add_parser(
         "summary",
-        help="one run at a glance: integrity, verdicts, latency, top rules and denials, approvals",
+        help="a run at a glance: integrity, verdicts, latency, denials",
         description=(
             "Print what a person reads about a run in ten seconds: its integrity (intact,"
             " truncated or tampered, as `ghost verify` decides), decisions per verdict,"

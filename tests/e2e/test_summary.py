@@ -201,3 +201,17 @@ def test_every_run_command_takes_the_run_as_path_or_mcap(known: Path, command: l
     assert twice.returncode == 2
     assert f"usage: ghost {command[0]}".encode() in twice.stderr
     assert b"give the run once" in twice.stderr
+
+
+def test_ghost_help_gives_every_command_one_short_line(tmp_path: Path) -> None:
+    result = ghost("--help", cwd=tmp_path)
+    lines = result.stdout.decode().splitlines()
+    listed = lines[lines.index("  COMMAND") + 1 : lines.index("options:") - 1]
+    names = [line.split()[0] for line in listed if line.startswith("    ") and line[4] != " "]
+    assert names == [
+        "verify", "trace-decisions", "summary", "demo", "keygen", "prove", "verify-proof",
+        "approvals",
+    ]  # fmt: skip
+    helps = [line.strip() for line in listed]
+    assert all(len(line) <= 76 for line in listed), listed
+    assert len(helps) == len(names) + 1  # trace-decisions' help sits on the next line
