@@ -38,7 +38,7 @@ import math
 import threading
 import time
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, Final
 
 from runtime._approval import Approval, check_decision_id, wait_limit_ns
 from runtime._approval_binding import ApprovalBinding
@@ -54,6 +54,7 @@ from runtime._snapshot import Snapshotter
 __all__ = ["APPROVALS_TOPIC", "ApprovalQueue"]
 
 _log = get_event_log("ghost.approvals")
+_HEAP_SLACK: Final = 64
 
 
 class ApprovalQueue:
@@ -392,7 +393,9 @@ class ApprovalQueue:
             if not force and real < self._next_poll_ns:
                 return
             self._next_poll_ns = real + self._poll_ns
-        self._record_unrecorded()
+        # Whoever takes the poll slot polls for everyone, async waiters included: a busy
+        # gate must not starve them of a resolution another queue logged.
+        self._poll_for_waiters()
 
     def _record_unrecorded(self) -> None:
         """Record the store's resolutions that no log holds yet, of the decisions we know."""
@@ -484,6 +487,11 @@ class ApprovalQueue:
         with self._cond:
             self._known.pop(approval.decision_id, None)
             self._settled_count += 1
+            if len(self._deadlines) > 2 * len(self._known) + _HEAP_SLACK:
+                # Settled decisions keep their deadlines until due; past this many, keep only
+                # those still watched, so memory follows what waits, not the longest timeout.
+                self._deadlines = [entry for entry in self._deadlines if entry[1] in self._known]
+                heapq.heapify(self._deadlines)
             woken = self._async_waiters.pop(approval.decision_id, [])
             self._cond.notify_all()
         for loop, waiter in woken:
@@ -514,7 +522,8 @@ class ApprovalQueue:
                 )
             pause_ns = min(pause_ns, remaining)
         until_expiry = pending.expires_ns - self._clock.time_ns()
-        pause_ns = min(pause_ns, max(until_expiry, 1_000_000))
+        if until_expiry > 0:  # wake at the deadline; past it, another queue is logging it
+            pause_ns = min(pause_ns, max(until_expiry, 1_000_000))
         return pause_ns / 1_000_000_000
 
     def _forget_waiter(

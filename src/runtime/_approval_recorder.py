@@ -63,6 +63,7 @@ class ApprovalRecorder:
 
     __slots__ = (
         "_cache",
+        "_cache_lock",
         "_claimant",
         "_clock",
         "_lock",
@@ -95,14 +96,20 @@ class ApprovalRecorder:
         self._settled = settled
         # Unique per queue: two queues of one run (or of no run id) still claim apart.
         self._claimant = secrets.token_hex(16)
-        self._lock = threading.Lock()  # one record at a time: the cache check and the write
-        # Guarded by _lock:
+        # One record at a time: held across the store and the sink, so never on an event
+        # loop; the cache has a lock of its own, held only for dictionary work.
+        self._lock = threading.Lock()
+        self._cache_lock = threading.Lock()
+        # Guarded by _cache_lock:
         self._cache: OrderedDict[str, Approval] = OrderedDict()
         self._unmarked: dict[str, ResolutionRecord] = {}  # logged here; the store not told yet
 
     def cached(self, decision_id: str) -> Approval | None:
-        """The approval settled here for ``decision_id``, if it is still in memory."""
-        with self._lock:
+        """The approval settled here for ``decision_id``, if it is still in memory.
+
+        Never waits for a record being written: safe on an event loop.
+        """
+        with self._cache_lock:
             approval = self._cache.get(decision_id)
             if approval is not None:
                 self._cache.move_to_end(decision_id)
@@ -124,30 +131,40 @@ class ApprovalRecorder:
             ApprovalError: the store refused or failed (`ApprovalStoreError`).
         """
         decision_id = pending.decision_id
-        mine = False
         with self._lock:
-            approval = self._cache.get(decision_id)
+            approval = self.cached(decision_id)
             if approval is not None:
                 return approval
-            logged = self._store.record_of(decision_id)
+            with self._cache_lock:
+                # Logged here, the store not told (and perhaps evicted from the cache since):
+                # it is logged, whatever the store says. Never write it a second time.
+                logged = self._unmarked.get(decision_id)
+            mine = logged is not None
+            written = False
+            if logged is None:
+                logged = self._store.record_of(decision_id)
             if logged is None:
                 if not self._claim(decision_id):
                     return None
                 logged = self._write(pending, resolution)
-                mine = True
+                with self._cache_lock:
+                    self._unmarked[decision_id] = logged  # until the store knows
+                mine = written = True
             approval = self._approval(pending, resolution, logged)
-            self._cache[decision_id] = approval
-            if len(self._cache) > _CACHE_SIZE:
-                self._cache.popitem(last=False)
+            with self._cache_lock:
+                self._cache[decision_id] = approval
+                if len(self._cache) > _CACHE_SIZE:
+                    self._cache.popitem(last=False)
+        self._settled(approval)  # wake the waiters first: the mark may wait for a lock
         if mine:
             self.mark(decision_id, logged)
+        if written:
             _log.info(
                 "ghost.approval_resolved",
                 decision_id=decision_id,
                 outcome=resolution.outcome,
                 approval_sha256=logged.approval_sha256,
             )
-        self._settled(approval)
         return approval
 
     def mark(self, decision_id: str, logged: ResolutionRecord) -> None:
@@ -155,16 +172,16 @@ class ApprovalRecorder:
         try:
             self._store.mark_recorded(decision_id, logged.approval_sha256, logged.wait_ns)
         except Exception as exc:  # noqa: BLE001 - a later run may log it twice, never zero
-            with self._lock:
+            with self._cache_lock:
                 self._unmarked[decision_id] = logged
             _log.warning("ghost.approval_store_failed", error=type_name(exc))
         else:
-            with self._lock:
+            with self._cache_lock:
                 self._unmarked.pop(decision_id, None)
 
     def remark(self, decision_id: str) -> bool:
         """Retry telling the store about a record logged here; False if none waits for it."""
-        with self._lock:
+        with self._cache_lock:
             logged = self._unmarked.get(decision_id)
         if logged is None:
             return False
@@ -179,6 +196,14 @@ class ApprovalRecorder:
         return self._store.claim_recording(
             decision_id, self._claimant, now_ns=now, until_ns=now + CLAIM_LEASE_NS
         )
+
+    def _release(self, decision_id: str) -> None:
+        """Let the claim lapse now: a queue that cannot write must not keep others out."""
+        now = time.time_ns()
+        try:
+            self._store.claim_recording(decision_id, self._claimant, now_ns=now, until_ns=now)
+        except Exception as exc:  # noqa: BLE001 - then the lease lapses on its own
+            _log.warning("ghost.approval_store_failed", error=type_name(exc))
 
     def _write(self, pending: PendingApproval, resolution: Resolution) -> ResolutionRecord:
         """Append the ``/approvals`` record; return where it is (under _lock)."""
@@ -195,6 +220,7 @@ class ApprovalRecorder:
             address = self._sink.append(APPROVALS_TOPIC, record)
         except Exception as exc:
             _log.error("ghost.audit_failed", decision_id=decision_id, error=type_name(exc))
+            self._release(decision_id)
             if isinstance(exc, AuditError):
                 raise
             raise AuditError(

@@ -335,14 +335,17 @@ def decode_state(row: Sequence[object]) -> ResolutionState:
         raise DamagedRow
     if (recorder is None) != (claimed_until_ns is None) or type(executed) is not int:
         raise DamagedRow
-    return ResolutionState(
-        recorder=_stored_optional(recorder),
-        claimed_until_ns=None if claimed_until_ns is None else _stored_int(claimed_until_ns),
-        record=None
-        if approval_sha256 is None
-        else ResolutionRecord(_stored_text(approval_sha256), _stored_int(wait_ns)),
-        executed=executed == 1,
-    )
+    try:
+        return ResolutionState(
+            recorder=_stored_optional(recorder),
+            claimed_until_ns=None if claimed_until_ns is None else _stored_int(claimed_until_ns),
+            record=None
+            if approval_sha256 is None
+            else ResolutionRecord(_stored_text(approval_sha256), _stored_int(wait_ns)),
+            executed=executed == 1,
+        )
+    except ValueError:  # a decimal past Python's digit limit
+        raise DamagedRow from None
 
 
 def decode_deadline(row: Sequence[object]) -> tuple[str, int]:
@@ -352,4 +355,7 @@ def decode_deadline(row: Sequence[object]) -> tuple[str, int]:
         DamagedRow: the row holds something a store never writes.
     """
     decision_id, expires_ns = row
-    return _stored_text(decision_id), _stored_int(expires_ns)
+    try:
+        return _stored_text(decision_id), _stored_int(expires_ns)
+    except ValueError:  # a decimal past Python's digit limit
+        raise DamagedRow from None

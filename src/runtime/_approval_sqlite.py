@@ -327,8 +327,7 @@ class SqliteApprovalStore:
                     raise self._failure(exc) from None
                 self._write(conn, "COMMIT", ())
             finally:
-                if conn.in_transaction:
-                    conn.execute("ROLLBACK")
+                _roll_back(conn)
         return len(done)
 
     def close(self) -> None:
@@ -376,8 +375,7 @@ class SqliteApprovalStore:
             yield conn, self._state(row)
             self._write(conn, "COMMIT", ())
         finally:
-            if conn.in_transaction:
-                conn.execute("ROLLBACK")
+            _roll_back(conn)
 
     def _known(self, key: str, decision_id: str, *, resolved: bool) -> None:
         """Raise for a decision without a resolution row: unknown, or (``resolved``) unresolved."""
@@ -426,6 +424,13 @@ class SqliteApprovalStore:
 
     def _failure(self, exc: sqlite3.Error) -> ApprovalStoreError:
         return self._file.failure(exc)
+
+
+def _roll_back(conn: sqlite3.Connection) -> None:
+    """End a transaction a failure left open; a failing ROLLBACK must not hide that failure."""
+    if conn.in_transaction:
+        with contextlib.suppress(sqlite3.Error):  # SQLite rolls back on close at worst
+            conn.execute("ROLLBACK")
 
 
 def _wall(value: object, field: str) -> int:

@@ -27,6 +27,7 @@ busy timeout (SQLite answers it "busy" without its busy handler).
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sqlite3
 import stat
@@ -197,7 +198,8 @@ class StoreFile:
             return self._inspect(conn)
         finally:
             if conn.in_transaction:
-                conn.execute("ROLLBACK")
+                with contextlib.suppress(sqlite3.Error):  # a read: nothing to lose
+                    conn.execute("ROLLBACK")
 
     def _inspect(self, conn: sqlite3.Connection) -> str:
         """Return ``"empty"`` or ``"store"``; raise for every other kind of file."""

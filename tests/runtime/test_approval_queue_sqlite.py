@@ -17,9 +17,18 @@ from typing import Any
 import pytest
 
 from audit import MemoryAuditSink
-from runtime import ApprovalStoreError, Resolution, ResolutionRecord, SqliteApprovalStore
+from runtime import (
+    ApprovalStoreError,
+    AuditError,
+    Resolution,
+    ResolutionRecord,
+    SqliteApprovalStore,
+    make_uuid7,
+)
 from runtime.testing import ManualClock
+from tests.records import make_run_start
 from tests.runtime.approvals import S, held, make_gate, refund, search
+from tests.runtime.test_approval_store import make_pending
 
 
 @pytest.fixture
@@ -156,3 +165,71 @@ def test_a_resolution_logged_while_the_store_was_locked_is_marked_later_and_neve
     restarted, restarted_sink, _ = make_gate(clock, store=store)
     restarted.check(search())
     assert outcomes(restarted_sink) == []
+
+
+def test_a_record_whose_mark_failed_is_never_written_again_even_out_of_the_cache(
+    store: SqliteApprovalStore, path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from runtime import _approval_recorder
+    from runtime._approval_recorder import ApprovalRecorder
+
+    monkeypatch.setattr(_approval_recorder, "_CACHE_SIZE", 1)
+    clock = ManualClock()
+    one, two = make_uuid7(1_000), make_uuid7(2_000)
+    first, second = make_pending(one, expires_ns=10**30), make_pending(two, expires_ns=10**30)
+    for pending in (first, second):
+        store.add(pending)
+        store.resolve(Resolution(pending.decision_id, "approved", "alice", 1_500))
+    sink = LockingSink(path)
+    sink.open_run(make_run_start())
+    recorder = ApprovalRecorder(
+        store=store,
+        sink=sink,
+        clock=clock,
+        recorded=str,
+        run_id="run-1",
+        started_ns=lambda _: None,
+        settled=lambda _: None,
+    )
+    resolved = {p.decision_id: store.get(p.decision_id)[1] for p in (first, second)}
+
+    logged = recorder.settle(first, resolved[one])  # written; the mark fails (locked)
+    assert logged is not None
+    assert store.record_of(one) is None
+    assert sink.other is not None
+    sink.other.execute("ROLLBACK")
+    sink.other.close()
+    assert recorder.settle(second, resolved[two]) is not None  # evicts the first from the cache
+
+    again = recorder.settle(first, resolved[one])
+
+    assert again == logged
+    assert [r["decision_id"] for r in sink.records("/approvals")] == [one, two]
+    assert store.record_of(one) == ResolutionRecord(logged.approval_sha256, logged.wait_ns)
+
+
+class FailingSink(MemoryAuditSink):
+    """A real memory sink whose disk is full: it refuses every ``/approvals`` record."""
+
+    def append(self, topic: str, record: Mapping[str, Any]) -> str:
+        if topic == "/approvals":
+            raise OSError(28, "No space left on device")
+        return super().append(topic, record)
+
+
+def test_a_queue_that_cannot_write_lets_a_neighbour_log_the_resolution(
+    store: SqliteApprovalStore, path: Path
+) -> None:
+    clock = ManualClock()
+    broken, _, _ = make_gate(clock, store=store, sink=FailingSink())
+    decision = held(broken, refund())
+    with SqliteApprovalStore(path, create=False) as other:
+        healthy, healthy_sink, _ = make_gate(clock, store=other)
+        _approve_from_outside(path, decision.decision_id, clock)
+
+        with pytest.raises(AuditError, match="could not be recorded"):
+            broken.approvals.sweep(force=True)  # it took the claim, and could not write
+        healthy.approvals.sweep(force=True)  # no 30 s wait for the broken one's lease
+
+        assert outcomes(healthy_sink) == ["approved"]
+        assert store.unrecorded() == []

@@ -900,3 +900,33 @@ def test_prune_refuses_a_deadline_ghost_never_wrote_and_forgets_nothing(path: Pa
         assert store.record_of("a") is not None  # the transaction rolled back
         with pytest.raises(ApprovalError, match="not an integer"):
             store.prune("10")  # type: ignore[arg-type]
+
+
+def test_stores_on_one_file_claiming_at_once_leave_exactly_one_holder(path: Path) -> None:
+    # One store object per thread, as processes have: only the file's write lock (BEGIN
+    # IMMEDIATE, taken before the state is read) makes the compare-and-set atomic.
+    with SqliteApprovalStore(path) as store:
+        store.add(make_pending())
+        store.resolve(Resolution("d-1", "approved", "alice", 1_500))
+    barrier = threading.Barrier(6)
+    outcomes: list[object] = []
+
+    def claim(index: int) -> None:
+        with SqliteApprovalStore(path, busy_timeout_s=30) as mine:
+            barrier.wait()
+            try:
+                outcomes.append(
+                    mine.claim_recording("d-1", f"queue-{index}", now_ns=1, until_ns=10**12)
+                )
+                outcomes.append(("executed", mine.claim_execution("d-1")))
+            except ApprovalError as exc:
+                outcomes.append(exc)
+
+    threads = [threading.Thread(target=claim, args=(index,)) for index in range(6)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert not [o for o in outcomes if isinstance(o, BaseException)], outcomes
+    assert outcomes.count(True) == 1
+    assert outcomes.count(("executed", True)) == 1

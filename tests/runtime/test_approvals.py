@@ -886,6 +886,30 @@ def test_a_queue_stops_watching_what_is_settled(clock: ManualClock) -> None:
     assert gate.approvals._known == {}
 
 
+def test_the_deadline_heap_follows_what_waits_not_the_longest_timeout(
+    clock: ManualClock,
+) -> None:
+    # White-box: every settled decision keeps a deadline until it is due (ten minutes here);
+    # the heap is rebuilt from what is still watched once it holds twice as many.
+    gate, _, _ = make_gate(clock)
+    waiting = held(gate, refund(99))
+    for index in range(300):
+        decision = held(gate, refund(100 + index))
+        gate.approvals.resolve(decision.decision_id, approved=True, approver="alice")
+    queue = gate.approvals
+    assert set(queue._known) == {waiting.decision_id}
+    assert len(queue._deadlines) <= 2 * len(queue._known) + 64
+    assert waiting.decision_id in {decision_id for _, decision_id in queue._deadlines}
+    clock.advance(601 * S)
+    gate.check(search())  # the one still watched expires, from the rebuilt heap
+    assert store_outcome(gate, waiting.decision_id) == "expired"
+
+
+def store_outcome(gate: Gate, decision_id: str) -> str | None:
+    _, resolution = gate.approvals.store.get(decision_id)
+    return None if resolution is None else resolution.outcome
+
+
 def test_an_expiry_two_live_queues_race_for_is_logged_once(clock: ManualClock) -> None:
     store = MemoryApprovalStore()
     first, first_sink, _ = make_gate(clock, store=store)

@@ -275,3 +275,102 @@ def test_an_async_waiter_records_a_due_expiry_without_polling_the_store(
     (record,) = sink.records("/approvals")
     assert (record["decision_id"], record["outcome"]) == (short.decision_id, "expired")
     assert CountingStore.polls == polls_at_start  # the poll was not due: only the expiry was
+
+
+class WatchedStore(MemoryApprovalStore):
+    """The real memory store, noting the thread of every call (to catch one on the loop)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.threads: list[int] = []
+        self.watching = False
+
+    def __getattribute__(self, name: str) -> Any:
+        value = super().__getattribute__(name)
+        if name.startswith("_") or not callable(value):
+            return value
+        threads = super().__getattribute__("threads")
+
+        def called(*args: Any, **kwargs: Any) -> Any:
+            if self.watching:  # noted where it runs, not where it was looked up
+                threads.append(threading.get_ident())
+            return value(*args, **kwargs)
+
+        return called
+
+
+def test_the_store_is_never_touched_on_the_loop(clock: ManualClock) -> None:
+    # A SQLite store can wait for a lock up to its busy timeout: the loop must not.
+    store = WatchedStore()
+    gate, _, _ = make_gate(clock, store=store, poll_s=0.01)
+    decisions = [held(gate, refund(100 + i)) for i in range(3)]
+
+    async def main() -> list[Approval]:
+        store.watching = True
+        tasks = [
+            asyncio.create_task(gate.approvals.wait_async(d.decision_id, timeout_s=30))
+            for d in decisions
+        ]
+        await asyncio.sleep(0.05)  # a few polls of their own
+        resolver = threading.Thread(
+            target=lambda: [
+                gate.approvals.resolve(d.decision_id, approved=True, approver="alice")
+                for d in decisions
+            ]
+        )
+        resolver.start()
+        done = await asyncio.gather(*tasks)
+        resolver.join()
+        store.watching = False
+        return done
+
+    loop_thread = threading.get_ident()  # asyncio.run runs its loop on this thread
+    results = asyncio.run(main())
+    assert [a.outcome for a in results] == ["approved"] * 3
+    assert store.threads  # the store was used, by the pollers and the resolver
+    assert loop_thread not in store.threads
+
+
+def test_a_waiter_is_woken_by_a_resolution_not_by_its_poll(clock: ManualClock) -> None:
+    # Polls every 60 s, waits at most 20: only the wake-up can end the wait in time.
+    gate, _, _ = make_gate(clock, poll_s=60)
+    sync_decision, async_decision = held(gate, refund(100)), held(gate, refund(200))
+
+    def resolve_soon() -> None:
+        threading.Event().wait(0.2)
+        for decision in (sync_decision, async_decision):
+            gate.approvals.resolve(decision.decision_id, approved=False, approver="alice")
+
+    async def wait_async() -> Approval:
+        return await gate.approvals.wait_async(async_decision.decision_id, timeout_s=20)
+
+    resolver = threading.Thread(target=resolve_soon)
+    resolver.start()
+    approval = gate.approvals.wait(sync_decision.decision_id, timeout_s=20)
+    assert approval.outcome == "rejected"
+    assert asyncio.run(wait_async()).outcome == "rejected"
+    resolver.join()
+
+
+def test_a_busy_gate_delivers_to_an_async_waiter_what_another_queue_logged(
+    clock: ManualClock,
+) -> None:
+    # The waiter's own poll is a minute away; the gate's calls take the poll slot. Each
+    # such poll must look for the waiters too, or the resolution would wait for the minute.
+    store = MemoryApprovalStore()
+    gate, _, _ = make_gate(clock, store=store, poll_s=60)
+    decision = held(gate)
+    other, other_sink, _ = make_gate(clock, store=store)
+
+    async def main() -> Approval:
+        task = asyncio.create_task(gate.approvals.wait_async(decision.decision_id, timeout_s=20))
+        while not gate.approvals._async_waiters:  # registered (white-box)
+            await asyncio.sleep(0.01)
+        store.resolve(Resolution(decision.decision_id, "approved", "bob", clock.time_ns()))
+        other.approvals.sweep(force=True)  # the other agent logs it
+        await asyncio.to_thread(gate.approvals.sweep, force=True)  # a gate call here
+        return await task
+
+    approval = asyncio.run(main())
+    (entry,) = [e for e in other_sink.entries if e.topic == "/approvals"]
+    assert approval.approval_sha256 == entry.sha256
