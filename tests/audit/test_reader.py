@@ -951,3 +951,31 @@ def test_a_schemaless_channel_is_yielded_where_it_is_defined(tmp_path: Path) -> 
     assert streamed[-3:] == [("LoggedChannel", 20), ("LoggedRecord", 1), ("LoggedRecord", 2)]
     (channel,) = [channel for channel in read_run(path).channels if channel.channel_id == 20]
     assert (channel.schema_id, channel.schema_name, channel.is_ghost) == (0, None, False)
+
+
+def test_only_a_record_as_ghost_writes_it_shows_a_file_is_ghosts(tmp_path: Path) -> None:
+    # Ghost's records are canonical bytes (SPEC §5: separators "," and ":"), so a ghost
+    # record always holds `"schema":"ghost.`. A foreign message that parses to a ghost
+    # schema name but is spelled otherwise is not a ghost record: no evidence.
+    path = tmp_path / "lookalike.mcap"
+    spaced = b'{"schema": "ghost.decision/1", "seq": 1}'
+    _write_mcap(path, [("/elsewhere", "other.Thing", "json")], [(0, spaced)])
+    _refused(path, "not a ghost audit log")
+
+
+def test_a_ghost_log_stays_ghosts_whatever_foreign_messages_follow(tmp_path: Path) -> None:
+    # Once a ghost channel has shown the file is ghost's, a later foreign message that
+    # looks like a ghost record but is none cannot turn the log into "not a ghost log"
+    # (exit 1 instead of the tampering it is).
+    path = tmp_path / "mixed.mcap"
+    lookalike = b'{"schema":"ghost.nope/1"}'
+    _write_mcap(
+        path,
+        [GHOST_DECISIONS, ("/elsewhere", "other.Thing", "json")],
+        [(0, b'{"schema":"ghost.decision/1"}'), (1, lookalike), (1, b'{"schema":"ghost.')],
+    )
+    log = read_run(path)
+    assert [record.topic for record in log.records] == ["/decisions"]
+    assert log.problems == (
+        "2 message(s) on /elsewhere, which is not a ghost topic, were left out",
+    )
