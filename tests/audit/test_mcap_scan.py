@@ -3,15 +3,20 @@
 from __future__ import annotations
 
 import hashlib
+import os
+import random
 import zlib
 from pathlib import Path
 
+import lz4.frame
 import pytest
+import zstandard
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from audit import CrcStatus, LogFormatError, ProblemKind
 from audit._mcap_records import (
+    MessageRecord,
     RecordError,
     opcode_name,
     read_attachment,
@@ -320,6 +325,18 @@ def test_every_crc_mismatch_is_reported_with_its_record(tmp_path: Path) -> None:
         if isinstance(problem, ReadProblem):
             assert problem.offset is not None
             assert data[problem.offset] in (0x09, 0x06, 0x0F, 0x02)  # each names its record
+    attachment, chunk, data_end, _ = (e for e in events if isinstance(e, ReadProblem))
+    assert attachment.message == (
+        f"the attachment 'a' at byte {attachment.offset} fails its CRC check"
+    )
+    assert chunk.message == (
+        f"the chunk at byte {chunk.offset} is corrupt (it fails its CRC check); the records"
+        " in it are left out"
+    )
+    assert data_end.message == (
+        f"the data section fails its CRC check: bytes before byte {data_end.offset} differ"
+        " from what was written"
+    )
     end = _end(events)
     assert end.data_section_crc is CrcStatus.MISMATCH
     assert end.summary_crc is CrcStatus.MISMATCH
@@ -386,6 +403,11 @@ def test_a_chunk_whose_records_overrun_it_keeps_the_records_before(tmp_path: Pat
         records = bytes(inner.buffer)[: 9 + 23 + cut]
         events = _scan(tmp_path, _minimal(build=lambda w, r=records: w.write_chunk(r)))
         assert _problems(events) == [ProblemKind.CHUNK_CORRUPT]
+        (problem,) = [e for e in events if isinstance(e, ReadProblem)]
+        assert problem.message == (
+            f"the chunk at byte {problem.offset} is corrupt (its record at offset 32 runs past"
+            " the chunk's end); the records from there on are lost"
+        )
         messages = [e for e in events if isinstance(e, Found) and e.offset_in_chunk is not None]
         assert [found.offset_in_chunk for found in messages] == [0]
 
@@ -410,6 +432,11 @@ def test_a_file_that_does_not_begin_with_a_header_is_told_so(tmp_path: Path) -> 
     writer.write_data_end()
     events = _scan(tmp_path, writer.finish())
     assert _problems(events) == [ProblemKind.HEADER_MISSING]
+    (problem,) = [e for e in events if isinstance(e, ReadProblem)]
+    assert (problem.offset, problem.message) == (
+        8,
+        "the file does not begin with an MCAP Header record",
+    )
 
 
 def test_a_second_data_end_is_ignored(tmp_path: Path) -> None:
@@ -543,6 +570,50 @@ def test_recovery_stops_at_a_summary_record_that_does_not_parse(tmp_path: Path) 
     assert len([event for event in events if isinstance(event, Found)]) == 1
 
 
+def test_recovery_stops_at_a_summary_record_that_runs_into_the_footer(tmp_path: Path) -> None:
+    writer = RecordWriter()
+    writer.raw(MAGIC)
+    writer.write_header("", "x")
+    writer.write_data_end()
+    summary = len(writer)
+    writer.write_schema(1, "s", "e", b"{}")
+    channel = len(writer)
+    writer.write_channel(1, 1, "/t", "json")
+    data = bytearray(writer.finish(summary_start=summary))
+    data[8 + 1 : 8 + 9] = u64(len(data))  # altered: the header runs past the end
+    # The channel's length, lengthened into the footer: the bytes after its fields would
+    # read as padding, but the record does not end before the footer, so it is not one.
+    stored = int.from_bytes(data[channel + 1 : channel + 9], "little")
+    data[channel + 1 : channel + 9] = u64(stored + 10)
+    events = _scan(tmp_path, bytes(data))
+    assert _problems(events) == [ProblemKind.ALTERED_LENGTH]
+    recovered = [event.record for event in events if isinstance(event, Found)]
+    assert [type(record).__name__ for record in recovered] == ["SchemaRecord"]
+
+
+def test_recovery_does_not_follow_a_summary_start_inside_the_leading_magic(
+    tmp_path: Path,
+) -> None:
+    # Read from byte 7 (the magic's last byte), the file would seem to hold a record
+    # ending exactly where a schema starts: a footer pointing there is not followed.
+    writer = RecordWriter()
+    writer.raw(MAGIC)
+    writer.write_header("", "x")  # a 9-byte body: bytes 8..16 read as a length of 2305
+    schema_at = 7 + 9 + (0x01 | 9 << 8)
+    writer.record(0x80, b"\0" * (schema_at - len(writer) - 9))
+    assert len(writer) == schema_at
+    writer.write_schema(1, "s", "e", b"{}")
+    message = len(writer)
+    writer.write_message(1, 0, 0, 0, b"m")
+    writer.write_data_end()
+    data = bytearray(writer.finish(summary_start=7))
+    data[message + 1 : message + 9] = u64(len(data))  # altered: runs past the end
+    events = _scan(tmp_path, bytes(data))
+    assert _problems(events) == [ProblemKind.ALTERED_LENGTH]
+    found = [event.offset for event in events if isinstance(event, Found)]
+    assert found == [8, schema_at]  # the header and the schema, each once, where they are
+
+
 def test_check_mcap_collects_problems_zeros_and_the_end(tmp_path: Path) -> None:
     path = tmp_path / "file.mcap"
     path.write_bytes(_minimal(build=lambda w: w.write_attachment("a", "t", b"", crc=0)))
@@ -550,6 +621,10 @@ def test_check_mcap_collects_problems_zeros_and_the_end(tmp_path: Path) -> None:
     assert problems == []
     assert len(zeros) == 1
     assert not end.truncated
+    path.write_bytes(_minimal(build=lambda w: w.write_attachment("a", "t", b"", crc=1)))
+    problems, zeros, end = check_mcap(path)
+    assert [problem.kind for problem in problems] == [ProblemKind.ATTACHMENT_CRC_MISMATCH]
+    assert zeros == []
     path.write_bytes(b"nope")
     with pytest.raises(LogFormatError):
         check_mcap(path)
@@ -660,3 +735,230 @@ def test_decoded_records_and_reader_values_are_frozen_and_slotted() -> None:
     header = HeaderRecord("p", "l")
     with pytest.raises(dataclasses.FrozenInstanceError):
         header.library = "x"  # type: ignore[misc]
+
+
+# --- the scanner's edges: window edges, exact bounds, cuts, appended files ---------------
+
+
+def _data_end_at(offset: int) -> bytes:
+    """A whole file whose DataEnd starts at ``offset`` (an unknown record fills the gap)."""
+    writer = RecordWriter()
+    writer.raw(MAGIC)
+    writer.write_header("", "x")
+    writer.record(0x80, b"\0" * (offset - len(writer) - 9))  # read past, never held
+    assert len(writer) == offset
+    writer.write_data_end()
+    return writer.finish()
+
+
+def test_data_end_and_footer_are_checked_wherever_the_read_window_ends(tmp_path: Path) -> None:
+    # The CRCs of DataEnd and the Footer are taken at their first byte, so that byte must
+    # still be in the source's window when their body is read: a record that straddles
+    # the first 256 KiB block (prefix before the edge, body after it; or the prefix cut
+    # by the edge) must be checked like any other, not crash or lose its CRC.
+    for data_end in range(BLOCK - 45, BLOCK + 2):  # the Footer starts 13 bytes later
+        events = _scan(tmp_path, _data_end_at(data_end))
+        assert _problems(events) == [], data_end
+        end = _end(events)
+        assert end.data_section_crc is CrcStatus.VALID, data_end
+        assert end.summary_crc is CrcStatus.VALID, data_end
+
+
+def test_a_data_end_of_exactly_the_small_record_bound_is_read(tmp_path: Path) -> None:
+    # DataEnd's body may carry padding up to 4096 bytes in all (the bound on the records
+    # that have fixed fields); the CRC is read from its field, not from its last bytes.
+    writer = RecordWriter()
+    writer.raw(MAGIC)
+    writer.write_header("", "x")
+    writer.record(0x0F, u32(zlib.crc32(writer.buffer)) + b"\0" * (4096 - 4))
+    events = _scan(tmp_path, writer.finish())
+    assert _problems(events) == []
+    assert _end(events).data_section_crc is CrcStatus.VALID
+
+
+def _chunk_record(records: bytes, record_length: int) -> tuple[bytes, int]:
+    """A whole file with one uncompressed chunk padded to ``record_length``; and its offset."""
+    body = u64(0) + u64(0) + u64(len(records)) + u32(zlib.crc32(records))
+    body += string("") + u64(len(records)) + records
+    writer = RecordWriter()
+    writer.raw(MAGIC)
+    writer.write_header("", "x")
+    chunk_at = len(writer)
+    writer.record(0x06, body + b"\0" * (record_length - len(body)))  # padding: allowed
+    writer.write_data_end()
+    return writer.finish(), chunk_at
+
+
+def test_a_chunk_record_may_exceed_its_bound_by_the_worst_compression_overhead(
+    tmp_path: Path,
+) -> None:
+    # A compressed chunk can be larger than its records (incompressible data): a chunk
+    # record may be as long as the bound on chunks plus zstd's worst-case expansion
+    # (1/256) plus 1 KiB, and not one byte longer.
+    limits = ReadLimits(max_chunk_bytes=4096)
+    allowed = 4096 + 4096 // 256 + 1024
+    inner = RecordWriter()
+    inner.write_message(1, 0, 0, 0, b"m")
+    records = bytes(inner.buffer)
+    events = _scan(tmp_path, _chunk_record(records, allowed)[0], limits)
+    assert _problems(events) == []
+    assert [type(e.record).__name__ for e in events if isinstance(e, Found)][1:] == [
+        "MessageRecord"
+    ]
+    data, chunk_at = _chunk_record(records, allowed + 1)
+    events = _scan(tmp_path, data, limits)
+    assert _problems(events) == [ProblemKind.CHUNK_TOO_LARGE]
+    (problem,) = [e for e in events if isinstance(e, ReadProblem)]
+    assert problem.message == (
+        f"the chunk record at byte {chunk_at} is {allowed + 1} bytes long, over the"
+        f" {allowed}-byte bound; it was skipped"
+    )
+
+
+@pytest.mark.parametrize("compression", ["zstd", "lz4"])
+def test_a_full_chunk_of_incompressible_records_is_read(tmp_path: Path, compression: str) -> None:
+    limits = ReadLimits(max_chunk_bytes=64 * 1024)
+    inner = RecordWriter()
+    inner.write_message(1, 0, 0, 0, random.Random(7).randbytes(64 * 1024 - 31))
+    records = bytes(inner.buffer)
+    assert len(records) == limits.max_chunk_bytes
+    packed = {"zstd": zstandard.ZstdCompressor().compress, "lz4": lz4.frame.compress}[compression](
+        records
+    )
+    assert len(packed) > len(records)  # the compression made it larger
+    data = _minimal(
+        build=lambda w: w.write_chunk(records, compression=compression, compressed=packed)
+    )
+    events = _scan(tmp_path, data, limits)
+    assert _problems(events) == []
+    (message,) = [e.record for e in events if isinstance(e, Found) and e.offset_in_chunk == 0]
+    assert isinstance(message, MessageRecord)
+    assert message.data == records[9 + 22 :]
+
+
+def test_a_record_in_a_chunk_at_the_bound_is_read_and_one_byte_more_is_not(
+    tmp_path: Path,
+) -> None:
+    limits = ReadLimits(max_record_bytes=100)
+    for size, kinds in ((100, []), (101, [ProblemKind.RECORD_TOO_LARGE])):
+        inner = RecordWriter()
+        inner.write_message(1, 0, 0, 0, b"x" * (size - 22))
+        events = _scan(
+            tmp_path, _minimal(build=lambda w, r=inner: w.write_chunk(bytes(r.buffer))), limits
+        )
+        assert _problems(events) == kinds, size
+        assert len([e for e in events if isinstance(e, Found)]) == 1 + (not kinds), size
+
+
+def test_a_chunk_may_end_with_a_record_that_has_no_body(tmp_path: Path) -> None:
+    inner = RecordWriter()
+    inner.write_message(1, 0, 0, 0, b"a")
+    inner.record(0x80, b"")  # nine bytes: an opcode and a zero length
+    events = _scan(tmp_path, _minimal(build=lambda w: w.write_chunk(bytes(inner.buffer))))
+    assert _problems(events) == []
+    assert [e.offset_in_chunk for e in events if isinstance(e, Found)] == [None, 0]
+
+
+def test_a_cut_file_has_no_footer_and_no_summary(tmp_path: Path) -> None:
+    whole = _minimal(build=lambda w: w.write_message(1, 0, 0, 0, b"x" * 40))
+    footer_at = len(whole) - 8 - 29
+    data_end_at = footer_at - 13
+    # Cut in the data section: nothing after it was read.
+    end = _end(_scan(tmp_path, whole[: data_end_at - 5]))
+    assert (end.truncated, end.footer, end.data_end, end.has_summary) == (True, False, False, False)
+    counts = (end.chunk_count, end.chunk_index_count, end.message_index_count)
+    assert (*counts, end.statistics_count) == (0, 0, 0, 0)
+    assert (end.data_section_crc, end.summary_crc) == (CrcStatus.ABSENT, CrcStatus.ABSENT)
+    # Cut after DataEnd, inside the Footer: the data section was checked, the summary not.
+    end = _end(_scan(tmp_path, whole[: footer_at + 10]))
+    assert (end.truncated, end.footer, end.data_end, end.has_summary) == (True, False, True, False)
+    assert (end.data_section_crc, end.summary_crc) == (CrcStatus.VALID, CrcStatus.ABSENT)
+
+
+def test_a_record_cut_while_the_file_is_read_is_not_yielded(tmp_path: Path) -> None:
+    # The file shrinks under the reader (rotated, or cut by another process) in the middle
+    # of a record larger than the read window: the part of it that was read is not a record.
+    data = _minimal(build=lambda w: w.write_message(1, 0, 0, 0, b"m" * (3 * BLOCK)))
+    path = tmp_path / "shrinking.mcap"
+    path.write_bytes(data)
+    with open_source(path) as source:
+        source.read_magic()
+        events = McapScanner(source, DEFAULT_LIMITS).events()
+        header = next(events)
+        assert isinstance(header, Found)
+        os.truncate(path, 2 * BLOCK)
+        rest = list(events)
+    assert [event for event in rest if not isinstance(event, ScanEnd)] == []
+    end = _end(rest)
+    assert end.truncated
+    assert end.size_bytes == 2 * BLOCK
+    assert end.source_sha256 == hashlib.sha256(data[: 2 * BLOCK]).hexdigest()
+
+
+def _defined_and_altered(length: int) -> tuple[bytes, int]:
+    """A whole file with a summary; its message's length field set to ``length``."""
+    writer = RecordWriter()
+    writer.raw(MAGIC)
+    writer.write_header("", "x")
+    writer.write_schema(1, "s", "e", b"{}")
+    writer.write_channel(1, 1, "/t", "json")
+    message = len(writer)
+    writer.write_message(1, 0, 0, 0, b"m")
+    writer.write_data_end()
+    summary = len(writer)
+    writer.write_schema(1, "s", "e", b"{}")
+    writer.write_channel(1, 1, "/t", "json")
+    data = bytearray(writer.finish(summary_start=summary))
+    data[message + 1 : message + 9] = u64(length)
+    return bytes(data), summary
+
+
+def test_a_length_altered_past_the_bound_and_the_end_is_both_problems(tmp_path: Path) -> None:
+    # A length set to a terabyte: over the record bound, and past the end of a file that
+    # ends with the closing magic. Both are said, and the summary's definitions recovered.
+    data, summary = _defined_and_altered(1 << 40)
+    events = _scan(tmp_path, data)
+    assert _problems(events) == [ProblemKind.RECORD_TOO_LARGE, ProblemKind.ALTERED_LENGTH]
+    recovered = [e for e in events if isinstance(e, Found) and e.offset >= summary]
+    assert [type(found.record).__name__ for found in recovered] == ["SchemaRecord", "ChannelRecord"]
+    assert not _end(events).truncated
+
+
+def test_a_cut_right_after_a_record_is_a_cut_whatever_the_record_ends_with(
+    tmp_path: Path,
+) -> None:
+    # A file cut exactly at the end of a record whose last bytes happen to be the closing
+    # magic (a message may hold any bytes) was cut, not altered.
+    writer = RecordWriter()
+    writer.raw(MAGIC)
+    writer.write_header("", "x")
+    writer.write_message(1, 0, 0, 0, b"data" + MAGIC)
+    events = _scan(tmp_path, bytes(writer.buffer))
+    assert _problems(events) == []
+    assert _end(events).truncated
+    assert len([e for e in events if isinstance(e, Found)]) == 2
+    # The same over the record bound: skipped as too large, and still a cut.
+    events = _scan(tmp_path, bytes(writer.buffer), ReadLimits(max_record_bytes=16))
+    assert _problems(events) == [ProblemKind.RECORD_TOO_LARGE]
+    assert _end(events).truncated
+
+
+def test_a_cut_and_damaged_closing_magic_is_damage(tmp_path: Path) -> None:
+    whole = _minimal()
+    cut = whole[:-3]  # five bytes of the closing magic: a cut
+    assert not _problems(_scan(tmp_path, cut))
+    damaged = cut[:-1] + b"X"  # five bytes that do not begin the magic
+    events = _scan(tmp_path, damaged)
+    assert _problems(events) == [ProblemKind.CLOSING_MAGIC_DAMAGED]
+    assert not _end(events).truncated
+
+
+def test_a_file_appended_after_the_closing_magic_is_not_read(tmp_path: Path) -> None:
+    # Bytes after the end -- here a whole second MCAP file, forged records and all -- are
+    # one problem; none of them is read as a record.
+    first = _minimal()
+    second = _minimal(build=lambda w: w.write_message(1, 0, 0, 0, b"forged"))
+    events = _scan(tmp_path, first + second)
+    assert _problems(events) == [ProblemKind.TRAILING_BYTES]
+    assert len([e for e in events if isinstance(e, Found)]) == 1  # the first file's header
+    assert not _end(events).truncated

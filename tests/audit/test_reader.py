@@ -830,6 +830,7 @@ def test_records_carry_where_and_how_they_were_logged(tmp_path: Path) -> None:
         assert attachment.create_time_ns == 0
         for channel in log.channels:
             assert channel.is_ghost
+            assert channel.schema_name == TOPICS[channel.topic]
             assert channel.schema_data == schema_data(TOPICS[channel.topic])
             assert channel.schema_encoding == "jsonschema"
             assert channel.message_encoding == "json"
@@ -866,3 +867,115 @@ def test_problems_are_capped_across_both_layers(tmp_path: Path) -> None:
         ProblemKind.TOO_MANY_PROBLEMS
     )
     assert len(read_run(path, limits=ReadLimits(max_problems=11)).read_problems) == 10
+
+
+# --- what the reader keeps of headers, definitions and channels ----------------------------
+
+
+def test_the_first_header_names_the_writer(tmp_path: Path) -> None:
+    # A Header later in the file (inserted, say, to change who wrote it) is not the header.
+    path = tmp_path / "two-headers.mcap"
+    writer = RecordWriter()
+    ghost_prelude(writer, library="ghost-sdk; first")
+    writer.write_header("", "someone else")
+    writer.write_data_end()
+    path.write_bytes(writer.finish())
+    log = read_run(path)
+    assert log.problems == ()
+    assert log.end.library == "ghost-sdk; first"
+
+
+def test_a_ghost_log_without_a_header_is_read_and_says_so(tmp_path: Path) -> None:
+    path = tmp_path / "headless.mcap"
+    writer = RecordWriter()
+    writer.raw(MAGIC)
+    writer.write_schema(3, "ghost.decision/1", "jsonschema", schema_data("ghost.decision/1"))
+    writer.write_channel(3, 3, "/decisions", "json")
+    writer.write_message(3, 1, 1, 1, b'{"schema":"ghost.decision/1"}')
+    writer.write_data_end()
+    path.write_bytes(writer.finish())
+    log = read_run(path)
+    assert [problem.kind for problem in log.read_problems] == [ProblemKind.HEADER_MISSING]
+    assert log.end.library is None
+    assert [record.sequence for record in log.records] == [1]
+
+
+def test_a_foreign_file_without_a_header_is_written_by_an_unknown_program(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "headless-robot.mcap"
+    writer = RecordWriter()
+    writer.raw(MAGIC)
+    writer.write_channel(1, 0, "/camera", "json")
+    writer.write_data_end()
+    path.write_bytes(writer.finish())
+    error = _refused(path, "it is an MCAP file, but not a ghost audit log")
+    assert error.problem.endswith("(its topics: /camera; written by: unknown)")
+
+
+def test_a_schema_redefined_differently_keeps_its_first_definition(tmp_path: Path) -> None:
+    path = tmp_path / "twice.mcap"
+    writer = RecordWriter()
+    ghost_prelude(writer)
+    at = len(writer)
+    writer.write_schema(3, "ghost.decision/1", "jsonschema", b"{}")  # emptied, say
+    writer.write_data_end()
+    path.write_bytes(writer.finish())
+    log = read_run(path)
+    (problem,) = log.read_problems
+    assert problem.kind is ProblemKind.DEFINITION_CONFLICT
+    assert problem.offset == at
+    assert problem.message == (
+        f"schema 3 is defined twice, differently (again at byte {at}); the first definition is used"
+    )
+    (decisions,) = [channel for channel in log.channels if channel.topic == "/decisions"]
+    assert decisions.schema_data == schema_data("ghost.decision/1")
+
+
+def test_a_schemaless_channel_is_yielded_where_it_is_defined(tmp_path: Path) -> None:
+    # Schema id 0 means "no schema": such a channel waits for nothing, so it and its
+    # messages stream in file order, before what follows them.
+    path = tmp_path / "schemaless.mcap"
+    writer = RecordWriter()
+    ghost_prelude(writer)
+    writer.write_channel(20, 0, "/decisions", "json")
+    writer.write_message(20, 1, 1, 1, b"{}")
+    writer.write_message(3, 2, 2, 2, b"{}")
+    writer.write_data_end()
+    path.write_bytes(writer.finish())
+    streamed = [
+        (type(item).__name__, item.sequence if isinstance(item, LoggedRecord) else item.channel_id)
+        for item in iter_run(path)
+        if isinstance(item, LoggedRecord | LoggedChannel)
+    ]
+    assert streamed[-3:] == [("LoggedChannel", 20), ("LoggedRecord", 1), ("LoggedRecord", 2)]
+    (channel,) = [channel for channel in read_run(path).channels if channel.channel_id == 20]
+    assert (channel.schema_id, channel.schema_name, channel.is_ghost) == (0, None, False)
+
+
+def test_only_a_record_as_ghost_writes_it_shows_a_file_is_ghosts(tmp_path: Path) -> None:
+    # Ghost's records are canonical bytes (SPEC §5: separators "," and ":"), so a ghost
+    # record always holds `"schema":"ghost.`. A foreign message that parses to a ghost
+    # schema name but is spelled otherwise is not a ghost record: no evidence.
+    path = tmp_path / "lookalike.mcap"
+    spaced = b'{"schema": "ghost.decision/1", "seq": 1}'
+    _write_mcap(path, [("/elsewhere", "other.Thing", "json")], [(0, spaced)])
+    _refused(path, "not a ghost audit log")
+
+
+def test_a_ghost_log_stays_ghosts_whatever_foreign_messages_follow(tmp_path: Path) -> None:
+    # Once a ghost channel has shown the file is ghost's, a later foreign message that
+    # looks like a ghost record but is none cannot turn the log into "not a ghost log"
+    # (exit 1 instead of the tampering it is).
+    path = tmp_path / "mixed.mcap"
+    lookalike = b'{"schema":"ghost.nope/1"}'
+    _write_mcap(
+        path,
+        [GHOST_DECISIONS, ("/elsewhere", "other.Thing", "json")],
+        [(0, b'{"schema":"ghost.decision/1"}'), (1, lookalike), (1, b'{"schema":"ghost.')],
+    )
+    log = read_run(path)
+    assert [record.topic for record in log.records] == ["/decisions"]
+    assert log.problems == (
+        "2 message(s) on /elsewhere, which is not a ghost topic, were left out",
+    )

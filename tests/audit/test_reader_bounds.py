@@ -625,3 +625,78 @@ def test_an_optional_decompressor_that_is_not_installed_is_none() -> None:
 
     assert _optional("ghost_no_such_decompressor") is None
     assert _optional("zlib") is __import__("zlib")
+
+
+# --- exactly at the bounds: what a definition costs, what waits for proof ---------------------
+
+_OVERHEAD = 256  # what each definition costs besides its bytes (the objects around them)
+
+
+def test_definitions_cost_their_bytes_plus_an_overhead_against_one_shared_bound(
+    tmp_path: Path,
+) -> None:
+    # Schemas and channels are held against one bound, each costing its strings and data
+    # plus 256 bytes: a file whose definitions cost exactly the bound keeps them all, and
+    # with one byte less the last definition (a channel) is dropped and reported.
+    writer = RecordWriter()
+    writer.raw(b"\x89MCAP0\r\n")
+    writer.write_header("", "x")
+    writer.write_schema(3, "ghost.decision/1", "jsonschema", b"")  # the ghost evidence
+    writer.write_channel(3, 3, "/decisions", "json")
+    writer.write_schema(9, "n" * 100, "e", b"{}")
+    extra_channel = len(writer)
+    writer.write_channel(9, 9, "/t" * 50, "e", {"key": "value"})
+    writer.write_data_end()
+    path = tmp_path / "definitions.mcap"
+    path.write_bytes(writer.finish())
+    cost = (
+        (len("ghost.decision/1") + len("jsonschema") + _OVERHEAD)
+        + (len("/decisions") + len("json") + _OVERHEAD)
+        + (100 + 1 + 2 + _OVERHEAD)
+        + (100 + 1 + len("key") + len("value") + _OVERHEAD)
+    )
+    log = read_run(path, limits=ReadLimits(max_held_bytes=cost))
+    assert log.problems == ()
+    assert sorted(channel.channel_id for channel in log.channels) == [3, 9]
+    log = read_run(path, limits=ReadLimits(max_held_bytes=cost - 1))
+    (problem,) = log.read_problems
+    assert problem.kind is ProblemKind.MEMORY_LIMIT
+    assert problem.offset == extra_channel
+    assert problem.message == (
+        f"definitions from byte {extra_channel} on were dropped: they exceed the"
+        f" {cost - 1}-byte bound on what reading holds"
+    )
+    assert [channel.channel_id for channel in log.channels] == [3]
+
+
+def test_records_before_the_file_shows_it_is_ghosts_are_held_within_the_bound(
+    tmp_path: Path,
+) -> None:
+    # Until a ghost channel or record appears, what is read is held back (it may be a
+    # foreign file): within the bound, the first ones kept, one problem for the rest.
+    writer = RecordWriter()
+    writer.raw(b"\x89MCAP0\r\n")
+    writer.write_header("", "x")
+    offsets = []
+    for number in range(20):
+        offsets.append(len(writer))
+        writer.write_attachment(f"a{number}", "t", bytes([number]) * 1000)
+    writer.write_schema(3, "ghost.decision/1", "jsonschema", b"")
+    writer.write_channel(3, 3, "/decisions", "json")
+    after = len(writer)
+    for number in range(20, 40):  # the file is known to be ghost's now: nothing held back
+        writer.write_attachment(f"a{number}", "t", bytes([number]) * 1000)
+    writer.write_data_end()
+    path = tmp_path / "late-proof.mcap"
+    path.write_bytes(writer.finish())
+    log = read_run(path, limits=ReadLimits(max_held_bytes=10_000))
+    (problem,) = log.read_problems
+    assert problem.kind is ProblemKind.MEMORY_LIMIT
+    assert problem.offset == offsets[10]
+    assert problem.message == (
+        f"records before the file shows it is ghost's from byte {offsets[10]} on were"
+        " dropped: they exceed the 10000-byte bound on what reading holds"
+    )
+    names = [attachment.name for attachment in log.attachments]
+    assert names == [f"a{number}" for number in [*range(10), *range(20, 40)]]
+    assert log.attachments[10].offset == after
