@@ -1060,3 +1060,36 @@ def test_a_resolver_that_loses_the_stores_race_records_the_winner(clock: ManualC
         gate.approvals.resolve(decision.decision_id, approved=True, approver="alice")
     (record,) = sink.records("/approvals")
     assert (record["outcome"], record["approver"]) == ("rejected", "bob")
+
+
+class _Id(str):
+    """A str subclass: its own methods (here, a lying repr) must never shape the message."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "'019b76da-a800-7181-bd31-8a3bc654f83f'"
+
+    def __len__(self) -> int:
+        raise RuntimeError("a subclass's code ran")
+
+
+@pytest.mark.parametrize(
+    ("bad_id", "shown"),
+    [
+        ("../../etc/passwd", "'../../etc/passwd'"),  # short and printable: quoted
+        ("x" * 64, repr("x" * 64)),  # up to 64 characters are quoted
+        ("x" * 65, "a str of 65 characters"),  # longer: only the length
+        ("ok\x1b[2J", "a str of 6 characters"),  # unprintable: only the length
+        (_Id("short"), "a _Id of 5 characters"),  # a subclass: never its own repr
+        (None, "a NoneType"),
+        (42, "a int"),
+    ],
+    ids=["traversal", "64-chars", "65-chars", "unprintable", "str-subclass", "none", "int"],
+)
+def test_a_refused_id_is_shown_only_when_short_and_printable(bad_id: Any, shown: str) -> None:
+    from runtime._approval import check_decision_id
+
+    with pytest.raises(ApprovalError) as caught:
+        check_decision_id(bad_id)
+    assert str(caught.value) == f"no decision {shown} awaits approval: a decision id is a UUID"
