@@ -1093,3 +1093,52 @@ def test_a_refused_id_is_shown_only_when_short_and_printable(bad_id: Any, shown:
     with pytest.raises(ApprovalError) as caught:
         check_decision_id(bad_id)
     assert str(caught.value) == f"no decision {shown} awaits approval: a decision id is a UUID"
+
+
+def test_a_decision_another_agent_holds_is_listed_until_its_deadline_exactly(
+    clock: ManualClock,
+) -> None:
+    # The listing queue started before the decision was made, so it does not watch it
+    # and will not record its expiry: it still never lists it once its deadline passes.
+    store = MemoryApprovalStore()
+    lister, lister_sink, _ = make_gate(clock, store=store)
+    holder, _, _ = make_gate(clock, store=store)
+    decision = held(holder)
+    (pending,) = lister.approvals.pending()
+    clock.advance(pending.expires_ns - clock.time_ns() - 1)
+    assert [p.decision_id for p in lister.approvals.pending()] == [decision.decision_id]
+    clock.advance(1)  # at the deadline it is expired
+    assert lister.approvals.pending() == ()
+    assert lister_sink.records("/approvals") == ()  # the holder's to record
+
+
+def test_a_queue_leaves_the_resolution_of_a_decision_it_never_watched_to_its_holder(
+    clock: ManualClock,
+) -> None:
+    # The watcher started before the decision was made: it is another live agent's, and
+    # that agent logs its resolution in its own run, not the watcher in a neighbour's.
+    store = MemoryApprovalStore()
+    watcher, watcher_sink, _ = make_gate(clock, store=store)
+    holder, holder_sink, _ = make_gate(clock, store=store)
+    decision = held(holder)
+    store.resolve(Resolution(decision.decision_id, "approved", "bob", clock.time_ns()))
+    watcher.approvals.sweep(force=True)
+    assert watcher_sink.records("/approvals") == ()
+    assert [p.decision_id for p, _ in store.unrecorded()] == [decision.decision_id]
+    holder.approvals.sweep(force=True)
+    (record,) = holder_sink.records("/approvals")
+    assert (record["decision_id"], record["decision_run_id"]) == (decision.decision_id, None)
+
+
+def test_an_expiry_noticed_late_is_stamped_when_it_was_recorded(clock: ManualClock) -> None:
+    # The resolution is the sweep's: made when the queue noticed, never before the deadline.
+    gate, sink, store = make_gate(clock)
+    decision = held(gate)
+    clock.advance(601 * S)
+    gate.check(search())
+    (record,) = sink.records("/approvals")
+    assert record["stamp_ns"] == decision.stamp_ns + 601 * S
+    assert record["expires_ns"] == decision.stamp_ns + 600 * S
+    _, resolution = store.get(decision.decision_id)
+    assert resolution is not None
+    assert resolution.resolved_ns == record["stamp_ns"]
