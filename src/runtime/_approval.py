@@ -186,8 +186,8 @@ def check_decision_id(decision_id: object) -> None:
         return
     if type(decision_id) is str and len(decision_id) <= 64 and decision_id.isprintable():
         shown = repr(decision_id)
-    elif isinstance(decision_id, str):
-        shown = f"a {type_name(decision_id)} of {len(decision_id)} characters"
+    elif isinstance(decision_id, str):  # str's own length: a subclass's __len__ never runs
+        shown = f"a {type_name(decision_id)} of {str.__len__(decision_id)} characters"
     else:
         shown = f"a {type_name(decision_id)}"
     raise ApprovalError(f"no decision {shown} awaits approval: a decision id is a UUID")

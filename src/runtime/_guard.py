@@ -74,6 +74,9 @@ class UnfilledResource:
 
 
 _UNFILLED: Final = UnfilledResource()
+# The snapshot for a callable resource is of the arguments only; the names stand in for
+# the action's. Empty, so they pass every gate's name checks (ApprovalBinding does so too).
+_NO_NAME: Final = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -220,8 +223,8 @@ class _Guarded:
             # of its own, so what it does to it changes nothing that is decided.
             snapshotter = self.gate._snapshotter
             try:
-                arguments = snapshotter.take("", "", "", arguments).args
-                shown = snapshotter.take("", "", "", arguments).args
+                arguments = snapshotter.take(_NO_NAME, _NO_NAME, _NO_NAME, arguments).args
+                shown = snapshotter.take(_NO_NAME, _NO_NAME, _NO_NAME, arguments).args
             except Exception:  # noqa: BLE001 - not plain data: the gate denies (no resource)
                 return Action(self.agent, self.verb, cast(str, _UNFILLED), arguments)
             resource = _call_resource(self.resource, shown)
@@ -303,7 +306,7 @@ class _Guarded:
 
 
 def guard(
-    gate: Gate, *, verb: str, resource: str | ResourceFunction, agent: str, wait: bool = False
+    gate: Gate, *, verb: str, resource: str | ResourceFunction, agent: str, wait: bool
 ) -> Callable[[F], F]:
     """Return a decorator that gates every call of a sync or async tool function.
 
@@ -316,7 +319,8 @@ def guard(
             the bound arguments (defaults applied) and returning the resource.
         agent: who acts.
         wait: on ``pending``, wait for the approval (until it is resolved or
-            expires) instead of raising `ApprovalPending`.
+            expires) instead of raising `ApprovalPending` (`Gate.guard` defaults
+            it to False, and is the only caller).
 
     Returns:
         a decorator; the function it returns keeps the original's name,

@@ -1084,3 +1084,85 @@ def test_a_resolver_that_loses_the_stores_race_records_the_winner(clock: ManualC
         gate.approvals.resolve(decision.decision_id, approved=True, approver="alice")
     (record,) = sink.records("/approvals")
     assert (record["outcome"], record["approver"]) == ("rejected", "bob")
+
+
+class _Id(str):
+    """A str subclass: its own methods (here, a lying repr) must never shape the message."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "'019b76da-a800-7181-bd31-8a3bc654f83f'"
+
+    def __len__(self) -> int:
+        raise RuntimeError("a subclass's code ran")
+
+
+@pytest.mark.parametrize(
+    ("bad_id", "shown"),
+    [
+        ("../../etc/passwd", "'../../etc/passwd'"),  # short and printable: quoted
+        ("x" * 64, repr("x" * 64)),  # up to 64 characters are quoted
+        ("x" * 65, "a str of 65 characters"),  # longer: only the length
+        ("ok\x1b[2J", "a str of 6 characters"),  # unprintable: only the length
+        (_Id("short"), "a _Id of 5 characters"),  # a subclass: never its own repr
+        (None, "a NoneType"),
+        (42, "a int"),
+    ],
+    ids=["traversal", "64-chars", "65-chars", "unprintable", "str-subclass", "none", "int"],
+)
+def test_a_refused_id_is_shown_only_when_short_and_printable(bad_id: Any, shown: str) -> None:
+    from runtime._approval import check_decision_id
+
+    with pytest.raises(ApprovalError) as caught:
+        check_decision_id(bad_id)
+    assert str(caught.value) == f"no decision {shown} awaits approval: a decision id is a UUID"
+
+
+def test_a_decision_another_agent_holds_is_listed_until_its_deadline_exactly(
+    clock: ManualClock,
+) -> None:
+    # The listing queue started before the decision was made, so it does not watch it
+    # and will not record its expiry: it still never lists it once its deadline passes.
+    store = MemoryApprovalStore()
+    lister, lister_sink, _ = make_gate(clock, store=store)
+    holder, _, _ = make_gate(clock, store=store)
+    decision = held(holder)
+    (pending,) = lister.approvals.pending()
+    clock.advance(pending.expires_ns - clock.time_ns() - 1)
+    assert [p.decision_id for p in lister.approvals.pending()] == [decision.decision_id]
+    clock.advance(1)  # at the deadline it is expired
+    assert lister.approvals.pending() == ()
+    assert lister_sink.records("/approvals") == ()  # the holder's to record
+
+
+def test_a_queue_leaves_the_resolution_of_a_decision_it_never_watched_to_its_holder(
+    clock: ManualClock,
+) -> None:
+    # The watcher started before the decision was made: it is another live agent's, and
+    # that agent logs its resolution in its own run, not the watcher in a neighbour's.
+    store = MemoryApprovalStore()
+    watcher, watcher_sink, _ = make_gate(clock, store=store)
+    holder, holder_sink, _ = make_gate(clock, store=store)
+    decision = held(holder)
+    store.resolve(Resolution(decision.decision_id, "approved", "bob", clock.time_ns()))
+    watcher.approvals.sweep(force=True)
+    assert watcher_sink.records("/approvals") == ()
+    assert [p.decision_id for p, _ in store.unrecorded()] == [decision.decision_id]
+    holder.approvals.sweep(force=True)
+    (record,) = holder_sink.records("/approvals")
+    assert (record["decision_id"], record["decision_run_id"]) == (decision.decision_id, None)
+
+
+def test_an_expiry_noticed_late_is_stamped_when_it_was_recorded(clock: ManualClock) -> None:
+    # The resolution is the sweep's: made when the queue noticed, never before the deadline.
+    gate, sink, store = make_gate(clock)
+    decision = held(gate)
+    clock.advance(601 * S)
+    gate.check(search())
+    (record,) = sink.records("/approvals")
+    assert record["stamp_ns"] == decision.stamp_ns + 601 * S
+    assert record["expires_ns"] == decision.stamp_ns + 600 * S
+    _, resolution = store.get(decision.decision_id)
+    assert resolution is not None
+    assert resolution.resolved_ns == record["stamp_ns"]

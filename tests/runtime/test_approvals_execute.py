@@ -9,7 +9,15 @@ from typing import Any
 import pytest
 
 from audit import MemoryAuditSink
-from runtime import Approval, ApprovalError, Gate, MemoryApprovalStore, Policy, RuntimeVerdict
+from runtime import (
+    Action,
+    Approval,
+    ApprovalError,
+    Gate,
+    MemoryApprovalStore,
+    Policy,
+    RuntimeVerdict,
+)
 from runtime.testing import ManualClock
 from tests.runtime.approvals import APPROVAL_POLICY, S, held, make_gate, refund
 
@@ -200,3 +208,26 @@ def test_a_host_converter_that_raises_is_refused_without_its_message(clock: Manu
         gate.approvals.execute(approval, {"amount": Opaque()})
     assert "sk-live-secret" not in str(caught.value)
     assert gate.approvals.execute(approval, decision.args) == dict(decision.args)
+
+
+def test_a_gate_that_admits_only_short_names_can_still_execute(clock: ManualClock) -> None:
+    # The execution check snapshots only the arguments; the names it passes must fit
+    # every gate's name bound (here 4 characters: "agent" or "resource" would not).
+    policy = {
+        "policy_id": "short-names",
+        "default": "deny",
+        "rules": [
+            {"id": "pay", "verbs": ["pay"], "effect": "approval", "approval": {"timeout_s": 60}}
+        ],
+    }
+    gate = Gate(
+        Policy.from_dict(policy),
+        sink=MemoryAuditSink(),
+        clock=clock,
+        approvals=MemoryApprovalStore(),
+        max_name_chars=4,
+    )
+    decision = gate.check(Action("ai", "pay", "x:1", {"n": 1}))
+    assert decision.verdict is RuntimeVerdict.PENDING
+    approval = gate.approvals.resolve(decision.decision_id, approved=True, approver="al")
+    assert gate.approvals.execute(approval, decision.args) == {"n": 1}

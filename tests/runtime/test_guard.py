@@ -700,6 +700,19 @@ def test_an_argument_a_narrowing_adds_that_the_function_cannot_take_is_refused(
     assert decisions(sink)[0]["decision_id"] in str(info.value)
 
 
+def test_every_argument_a_narrowing_adds_that_cannot_be_taken_is_named(gate: Gate) -> None:
+    calls = Calls()
+
+    @gate.guard(verb="reshape", resource="db:{table}", agent="bot")
+    def plain(table: str) -> None:
+        calls(table)
+
+    with pytest.raises(GuardError) as info:
+        plain("t")
+    assert str(info.value).endswith("it has no parameter for 'extra', 'rest'")
+    assert calls.seen == []
+
+
 def test_an_argument_a_narrowing_adds_reaches_a_function_that_takes_it(gate: Gate) -> None:
     received: list[bool] = []
 

@@ -191,3 +191,61 @@ def test_an_async_rejection_is_denied() -> None:
     with pytest.raises(ActionDenied, match="rejected by bob"):
         asyncio.run(refund("o-1", 100))
     helper.join()
+
+
+def test_an_async_wait_leaves_the_loop_running_while_the_call_is_pending() -> None:
+    # The resolver waits until the loop has run on for a while after the decision is
+    # pending: a wait that blocked the loop (a thread's wait on it) would stop the ticks.
+    gate, _, _ = make_gate(ManualClock(), poll_s=0.01)
+    ran: list[str] = []
+    ticks = [0]
+    progressed: list[bool] = []
+
+    @gate.guard(verb="refund", resource="payments:{order}", agent="support", wait=True)
+    async def refund(order: str, amount: int, currency: str = "USD") -> str:
+        ran.append(order)
+        return "done"
+
+    def approve(held: PendingApproval) -> None:
+        seen = ticks[0]
+        give_up = time.monotonic() + 10  # a bound for a blocked loop, not a timing claim
+        while ticks[0] < seen + 20 and time.monotonic() < give_up:
+            time.sleep(0.005)
+        progressed.append(ticks[0] >= seen + 20)
+        gate.approvals.resolve(held.decision_id, approved=True, approver="bob")
+
+    async def main() -> str:
+        async def tick() -> None:
+            while not ran:
+                ticks[0] += 1
+                await asyncio.sleep(0.001)
+
+        helper = when_held(gate, approve)
+        result, _ = await asyncio.gather(refund("o-9", 7), tick())
+        await asyncio.to_thread(helper.join)
+        return result
+
+    assert asyncio.run(main()) == "done"
+    assert progressed == [True]
+    assert ran == ["o-9"]
+
+
+def test_an_async_call_with_wait_that_is_allowed_or_denied_does_not_wait() -> None:
+    gate, sink, _ = make_gate(ManualClock())
+    ran: list[str] = []
+
+    @gate.guard(verb="search", resource="tool:{name}", agent="researcher", wait=True)
+    async def search(name: str, query: str) -> str:
+        ran.append(query)
+        return query
+
+    @gate.guard(verb="launch", resource="tool:{name}", agent="researcher", wait=True)
+    async def launch(name: str) -> None:
+        raise AssertionError("must not run")
+
+    assert asyncio.run(search("web", "q")) == "q"
+    with pytest.raises(ActionDenied):
+        asyncio.run(launch("rocket"))
+    assert ran == ["q"]
+    assert [r["verdict"] for r in sink.records("/decisions")] == ["allow", "deny"]
+    assert gate.approvals.pending() == ()
