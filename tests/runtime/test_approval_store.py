@@ -129,6 +129,25 @@ def test_get_of_an_unknown_id_raises(store: ApprovalStore, decision_id: Any) -> 
         store.get(decision_id)
 
 
+@pytest.mark.parametrize("decision_id", [3, ("d-1",), "\ud800", "d-2"])
+def test_every_lookup_of_an_id_no_decision_has_names_the_id_it_was_given(
+    store: ApprovalStore, decision_id: Any
+) -> None:
+    _resolved(store)
+    calls: list[Callable[[], object]] = [
+        lambda: store.get(decision_id),
+        lambda: store.record_of(decision_id),
+        lambda: store.mark_recorded(decision_id, "f" * 64, 7),
+        lambda: store.claim_recording(decision_id, "queue-a", now_ns=1, until_ns=2),
+        lambda: store.claim_execution(decision_id),
+    ]
+    for call in calls:
+        with pytest.raises(ApprovalError) as caught:
+            call()
+        assert str(caught.value) == f"no decision {decision_id!r} awaits approval"
+    assert store.unrecorded() == [(make_pending(), Resolution("d-1", "approved", "alice", 1_500))]
+
+
 def test_pending_lists_the_oldest_first_then_by_id(store: ApprovalStore) -> None:
     # Added in scrambled order; ties on created_ns are broken by decision id.
     late = make_pending("a-late", created_ns=30, expires_ns=40)
