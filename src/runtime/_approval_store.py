@@ -333,7 +333,7 @@ class MemoryApprovalStore:
         self, decision_id: str, claimant: str, *, now_ns: int, until_ns: int
     ) -> bool:
         with self._lock:
-            self._resolved(decision_id)
+            self._require_resolved(decision_id)
             if decision_id in self._records:
                 return False
             holder = self._claims.get(decision_id)
@@ -344,7 +344,7 @@ class MemoryApprovalStore:
 
     def mark_recorded(self, decision_id: str, approval_sha256: str, wait_ns: int) -> None:
         with self._lock:
-            self._resolved(decision_id)
+            self._require_resolved(decision_id)
             if decision_id not in self._records:
                 self._records[decision_id] = ResolutionRecord(approval_sha256, wait_ns)
             self._unrecorded.pop(decision_id, None)
@@ -357,7 +357,7 @@ class MemoryApprovalStore:
 
     def claim_execution(self, decision_id: str) -> bool:
         with self._lock:
-            self._resolved(decision_id)
+            self._require_resolved(decision_id)
             if decision_id in self._executed:
                 return False
             self._executed.add(decision_id)
@@ -388,8 +388,7 @@ class MemoryApprovalStore:
         except (KeyError, TypeError):
             raise ApprovalError(f"no decision {decision_id!r} awaits approval") from None
 
-    def _resolved(self, decision_id: str) -> Resolution:
+    def _require_resolved(self, decision_id: str) -> None:
         _, resolution = self._entry(decision_id)
         if resolution is None:
             raise ApprovalError(f"decision {decision_id} is not resolved")
-        return resolution

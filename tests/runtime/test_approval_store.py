@@ -129,6 +129,25 @@ def test_get_of_an_unknown_id_raises(store: ApprovalStore, decision_id: Any) -> 
         store.get(decision_id)
 
 
+@pytest.mark.parametrize("decision_id", [3, ("d-1",), "\ud800", "d-2"])
+def test_every_lookup_of_an_id_no_decision_has_names_the_id_it_was_given(
+    store: ApprovalStore, decision_id: Any
+) -> None:
+    _resolved(store)
+    calls: list[Callable[[], object]] = [
+        lambda: store.get(decision_id),
+        lambda: store.record_of(decision_id),
+        lambda: store.mark_recorded(decision_id, "f" * 64, 7),
+        lambda: store.claim_recording(decision_id, "queue-a", now_ns=1, until_ns=2),
+        lambda: store.claim_execution(decision_id),
+    ]
+    for call in calls:
+        with pytest.raises(ApprovalError) as caught:
+            call()
+        assert str(caught.value) == f"no decision {decision_id!r} awaits approval"
+    assert store.unrecorded() == [(make_pending(), Resolution("d-1", "approved", "alice", 1_500))]
+
+
 def test_pending_lists_the_oldest_first_then_by_id(store: ApprovalStore) -> None:
     # Added in scrambled order; ties on created_ns are broken by decision id.
     late = make_pending("a-late", created_ns=30, expires_ns=40)
@@ -378,6 +397,21 @@ def test_a_pending_approval_sorts_and_deduplicates_its_approvers() -> None:
     assert make_pending(approvers=None).approvers is None
 
 
+def test_the_records_are_frozen_and_hashable() -> None:
+    # A queue keeps these as they were shown for approval: nothing may change one later.
+    records: list[Any] = [
+        make_pending(),
+        Resolution("d-1", "approved", "alice", 1_500),
+        ResolutionRecord("f" * 64, 7),
+    ]
+    for record in records:
+        for field in dataclasses.fields(record):
+            with pytest.raises(dataclasses.FrozenInstanceError):
+                setattr(record, field.name, getattr(record, field.name))
+        assert hash(record) == hash(dataclasses.replace(record))
+    assert len({make_pending(), make_pending()}) == 1
+
+
 @pytest.mark.parametrize(
     ("outcome", "approver", "problem"),
     [
@@ -469,6 +503,39 @@ def test_an_odd_approver_name_is_refused_whatever_the_list(
         check_resolution(pending, Resolution("d-1", "approved", approver, 1_500))
 
 
+@pytest.mark.parametrize("approvers", [None, ("a" * 256,)])
+def test_an_approver_name_of_up_to_256_characters_is_allowed_and_a_longer_one_is_not(
+    approvers: tuple[str, ...] | None,
+) -> None:
+    pending = make_pending(approvers=approvers)
+    check_resolution(pending, Resolution("d-1", "approved", "a" * 256, 1_500))
+    with pytest.raises(ApprovalError) as caught:
+        check_resolution(pending, Resolution("d-1", "rejected", "a" * 257, 1_500))
+    assert str(caught.value) == "an approver's name is at most 256 characters, not 257"
+
+
+class _Anyone(str):
+    """A name that claims to equal every other: `in` on the approver list would accept it."""
+
+    def __eq__(self, other: object) -> bool:
+        return True
+
+    def __hash__(self) -> int:
+        return 0
+
+
+@pytest.mark.parametrize("approver", [5, b"alice", ["alice"], _Anyone("mallory")])
+def test_an_approver_that_is_not_a_plain_str_is_refused(approver: Any) -> None:
+    if isinstance(approver, _Anyone):
+        assert approver in ("alice", "bob")  # what a membership test alone would accept
+    resolution = Resolution("d-1", "approved", approver, 1_500)
+
+    with pytest.raises(ApprovalError) as caught:
+        check_resolution(PENDING, resolution)
+
+    assert str(caught.value) == "an approver is a name (a str)"
+
+
 def test_an_odd_name_on_the_list_does_not_make_it_acceptable() -> None:
     pending = make_pending(approvers=("al\nice",))
     with pytest.raises(ApprovalError, match="non-empty name"):
@@ -492,14 +559,15 @@ def _resolved(store: ApprovalStore, decision_id: str = "d-1") -> None:
 def test_one_claimant_holds_the_claim_until_it_lapses(store: ApprovalStore) -> None:
     _resolved(store)
 
-    assert store.claim_recording("d-1", "queue-a", now_ns=100, until_ns=200)
-    assert not store.claim_recording("d-1", "queue-b", now_ns=150, until_ns=250)
-    assert not store.claim_recording("d-1", "queue-b", now_ns=199, until_ns=299)
-    assert store.claim_recording("d-1", "queue-a", now_ns=199, until_ns=400)  # a renewal
-    assert not store.claim_recording("d-1", "queue-b", now_ns=399, until_ns=500)
+    # The answers are bools, exactly (`is`): a caller may test them with `is True`.
+    assert store.claim_recording("d-1", "queue-a", now_ns=100, until_ns=200) is True
+    assert store.claim_recording("d-1", "queue-b", now_ns=150, until_ns=250) is False
+    assert store.claim_recording("d-1", "queue-b", now_ns=199, until_ns=299) is False
+    assert store.claim_recording("d-1", "queue-a", now_ns=199, until_ns=400) is True  # renewal
+    assert store.claim_recording("d-1", "queue-b", now_ns=399, until_ns=500) is False
     # Lapsed (at its until_ns): queue-a died between its claim and its record.
-    assert store.claim_recording("d-1", "queue-b", now_ns=400, until_ns=500)
-    assert not store.claim_recording("d-1", "queue-a", now_ns=450, until_ns=550)
+    assert store.claim_recording("d-1", "queue-b", now_ns=400, until_ns=500) is True
+    assert store.claim_recording("d-1", "queue-a", now_ns=450, until_ns=550) is False
 
 
 def test_a_logged_resolution_cannot_be_claimed_by_anyone(store: ApprovalStore) -> None:
@@ -510,8 +578,8 @@ def test_a_logged_resolution_cannot_be_claimed_by_anyone(store: ApprovalStore) -
     store.mark_recorded("d-1", "a" * 64, 42)
 
     assert store.record_of("d-1") == ResolutionRecord("a" * 64, 42)
-    assert not store.claim_recording("d-1", "queue-a", now_ns=150, until_ns=250)
-    assert not store.claim_recording("d-1", "queue-b", now_ns=10**30, until_ns=10**31)
+    assert store.claim_recording("d-1", "queue-a", now_ns=150, until_ns=250) is False
+    assert store.claim_recording("d-1", "queue-b", now_ns=10**30, until_ns=10**31) is False
 
 
 def test_claims_and_records_refuse_an_unknown_or_unresolved_decision(store: ApprovalStore) -> None:
@@ -534,10 +602,10 @@ def test_an_approval_is_executed_once(store: ApprovalStore) -> None:
     _resolved(store, "a")
     _resolved(store, "b")
 
-    assert store.claim_execution("a")
-    assert not store.claim_execution("a")
-    assert store.claim_execution("b")
-    assert not store.claim_execution("b")
+    assert store.claim_execution("a") is True
+    assert store.claim_execution("a") is False
+    assert store.claim_execution("b") is True
+    assert store.claim_execution("b") is False
     assert store.get("a")[1] == Resolution("a", "approved", "alice", 1_500)
 
 
@@ -598,3 +666,7 @@ def test_prune_forgets_exactly_what_is_resolved_logged_and_past_the_cut(
     # but the store holds nothing of the old one.
     store.add(make_pending("old"))
     assert store.get("old")[1] is None
+    assert store.record_of("old") is None
+    store.resolve(Resolution("old", "approved", "alice", 1_500))
+    assert store.claim_execution("old") is True  # the forgotten decision's run is forgotten too
+    assert store.claim_recording("old", "queue-b", now_ns=1, until_ns=2) is True
