@@ -253,26 +253,39 @@ def test_an_audit_error_of_the_sink_is_raised_as_it_is() -> None:
     assert caught.value is sink.error
 
 
-def test_a_claim_holds_other_queues_off_for_the_lease() -> None:
-    # A recorder that claimed and then failed to write keeps the claim for the lease
-    # (real wall-clock time): nobody else logs it meanwhile, then anybody may.
+def test_a_recorder_that_cannot_write_lets_the_claim_lapse_at_once() -> None:
+    # A disk-full agent must not keep its healthy neighbours from logging the
+    # resolution for the whole lease (or for ever, renewing it on every sweep).
     store = MemoryApprovalStore()
     stalled = Recorder(store, sink=_FailingSink())
     other = Recorder(store)
     pending, resolution = _resolved(store, D1)
-    before = time.time_ns()
     with pytest.raises(AuditError):
         stalled.recorder.settle(pending, resolution)
-    after = time.time_ns()
+
+    approval = other.recorder.settle(pending, resolution)
+
+    assert approval is not None
+    assert len(other.sink.records("/approvals")) == 1
+    assert other.settled == [approval]
+
+
+def test_a_claim_holds_other_queues_off_for_the_lease() -> None:
+    # A recorder busy writing holds the claim for the lease (real wall-clock time):
+    # nobody else logs it meanwhile, then anybody may.
+    store = MemoryApprovalStore()
+    other = Recorder(store)
+    pending, resolution = _resolved(store, D1)
+    before = time.time_ns()
+    assert store.claim_recording(D1, "busy", now_ns=before, until_ns=before + CLAIM_LEASE_NS)
 
     assert other.recorder.settle(pending, resolution) is None  # held: not logged twice
     assert other.sink.records("/approvals") == ()
     assert other.settled == []
-    # The claim lasts exactly CLAIM_LEASE_NS from when it was taken (between before and after).
     assert CLAIM_LEASE_NS == 30_000_000_000
     still = store.claim_recording(D1, "x", now_ns=before + CLAIM_LEASE_NS - 1, until_ns=0)
     assert still is False
-    assert store.claim_recording(D1, "x", now_ns=after + CLAIM_LEASE_NS, until_ns=0) is True
+    assert store.claim_recording(D1, "x", now_ns=before + CLAIM_LEASE_NS, until_ns=0) is True
 
 
 def test_the_recorder_that_holds_the_claim_may_try_again() -> None:
