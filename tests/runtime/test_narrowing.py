@@ -461,7 +461,10 @@ def test_within_is_linear(make: Any) -> None:
         with contextlib.suppress(NarrowingEscape):
             narrowing.apply("r", {"p": value}, [])
 
-    assert_linear(run, make, 2_000)
+    # Most of the cost is str.split making n segment objects, which grows faster than n once
+    # they outgrow the caches (x16 was seen on a loaded 2-core machine); a walk that rescans
+    # the path per segment would cost x100 here.
+    assert_linear(run, make, 2_000, bound=30.0)
 
 
 @pytest.mark.parametrize("value", [10**400, 2**1024])
