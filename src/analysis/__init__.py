@@ -8,12 +8,14 @@ give the report's canonical JSON. `verify_run` is the audit: every
 integrity check of a run (schemas, canonical bytes, ``seq``, the hash chain,
 the seal, MCAP fields, the policy attachment, decision links, CRCs, Merkle
 checkpoints, note signatures, anchors), ending
-in a `RunStatus` of intact, truncated or tampered (ADR 0013). The ``ghost``
+in a `RunStatus` of intact, truncated or tampered (ADR 0013). `analyze_run`
+gives both from one streaming pass over the file. The ``ghost``
 command line lives in ``analysis._cli``.
 """
 
 from __future__ import annotations
 
+from analysis._analyze import RunAnalysis, analyze_run
 from analysis._decision_trace import build_decision_trace_report, verify_decision_chain
 from analysis._trace_json import (
     decode_decision_trace_report_from_json,
@@ -47,11 +49,13 @@ __all__ = [
     "FrozenCounts",
     "IntegrityCheck",
     "LatencyStats",
+    "RunAnalysis",
     "RunProblem",
     "RunStatus",
     "RunVerification",
     "SignatureCheck",
     "StatsByKey",
+    "analyze_run",
     "build_decision_trace_report",
     "decode_decision_trace_report_from_json",
     "encode_decision_trace_report_to_bytes",

@@ -84,6 +84,7 @@ _DEFAULT_DEMO_OUT: Final = Path("runs") / "demo.mcap"
 _STDOUT: Final = "-"
 _MAX_KEY_BYTES: Final = 64 * 1024
 _MAX_ERROR: Final = 300
+_HELP_COLUMN: Final = 26  # past the longest command name, "trace-decisions", and its indent
 
 
 class _InputError(Exception):
@@ -114,10 +115,29 @@ class _VersionAction(argparse.Action):
         parser.exit(EXIT_OK)
 
 
+class _CommandListFormatter(argparse.HelpFormatter):
+    """``ghost --help``: every command and its help on one line.
+
+    argparse measures a subcommand's name at its parent's indent but prints it
+    two columns further in, so the longest name ("trace-decisions") would wrap.
+    """
+
+    def __init__(self, prog: str) -> None:
+        super().__init__(prog, max_help_position=_HELP_COLUMN)
+
+    def add_argument(self, action: argparse.Action) -> None:
+        super().add_argument(action)
+        if isinstance(action, argparse._SubParsersAction):
+            indent = self._current_indent + self._indent_increment
+            longest = max((len(name) for name in action.choices), default=0)
+            self._action_max_length = max(self._action_max_length, indent + longest)
+
+
 def _make_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog=_PROG,
         description="ghost: gate AI-agent actions and audit every decision.",
+        formatter_class=_CommandListFormatter,
     )
     parser.add_argument(
         "--version", action=_VersionAction, help="print the ghost-sdk version and exit"
@@ -293,7 +313,9 @@ def _warn(message: str) -> None:
 
 
 def _verify(args: argparse.Namespace) -> int:
-    from analysis._verify import verify_run
+    from analysis._analyze import run_items
+    from analysis._cli_progress import progress_bar
+    from analysis._verify import verify_items
     from analysis._verify_model import RunStatus
     from audit import LogFormatError
 
@@ -303,7 +325,9 @@ def _verify(args: argparse.Namespace) -> int:
     except _InputError as exc:
         return _fail(str(exc))
     try:
-        result = verify_run(args.mcap, public_key=key, anchors=anchors)
+        with progress_bar(args.mcap) as progress:
+            items = run_items(args.mcap, progress=progress)
+            result = verify_items(items, public_key=key, anchors=anchors)
     except LogFormatError as exc:  # missing, a directory, not MCAP, not a ghost log, ...
         return _fail(f"cannot read {exc.path}: {exc.problem}")
     lines = [f"problem: {problem}" for problem in result.problems]
@@ -367,14 +391,17 @@ def _read_input(path: Path, what: str, limit: int) -> bytes:
 
 
 def _trace_decisions(args: argparse.Namespace) -> int:
-    from analysis._decision_trace import build_decision_trace_report
+    from analysis._analyze import run_items
+    from analysis._cli_progress import progress_bar
+    from analysis._decision_trace import trace_items
     from analysis._trace_json import encode_decision_trace_report_to_bytes
     from audit import LogFormatError
 
     mcap_path: Path = args.mcap
     output: str | None = args.output
     try:
-        report = build_decision_trace_report(mcap_path)
+        with progress_bar(mcap_path) as progress:
+            report = trace_items(run_items(mcap_path, progress=progress))
     except LogFormatError as exc:  # missing, a directory, not MCAP, foreign MCAP, ...
         return _fail(f"cannot read {exc.path}: {exc.problem}")
     if report.truncated:

@@ -5,11 +5,12 @@
     ghost summary PATH [--json]
     ghost summary --mcap PATH [--json]
 
-Reads the run twice -- ``verify_run`` for the integrity verdict (intact,
-truncated, tampered), the decision trace report for what the agents did --
-and prints a `analysis._summary.RunSummary`: drawn with rich on a terminal,
-plain aligned text when piped or with ``NO_COLOR`` set, or JSON with
-``--json``.
+Reads the run once (`analysis._analyze.analyze_run`) for both of its views --
+``verify_run``'s integrity verdict (intact, truncated, tampered) and the
+decision trace report of what the agents did -- with a progress bar on stderr
+for a large file at a terminal -- and prints a `analysis._summary.RunSummary`:
+drawn with rich on a terminal, plain aligned text when piped or with
+``NO_COLOR`` set, or JSON with ``--json``.
 
 Exit codes (SPEC §6): 0 the summary was printed, whatever the run's
 integrity (the summary says it; judging with an exit code is ``verify``'s
@@ -54,21 +55,21 @@ def add_summary_command(commands: argparse._SubParsersAction[argparse.ArgumentPa
 
 
 def _summary(args: argparse.Namespace) -> int:
-    from analysis._decision_trace import build_decision_trace_report
+    from analysis._analyze import analyze_run
+    from analysis._cli_progress import progress_bar
     from analysis._printable import printable
     from analysis._summary import summarize, summary_document
-    from analysis._verify import verify_run
     from audit import LogFormatError
 
     path: Path = args.mcap  # PATH or --mcap, resolved by the parser (analysis._cli_args)
     try:
-        verification = verify_run(path)
-        report = build_decision_trace_report(path)
+        with progress_bar(path) as progress:
+            analysis = analyze_run(path, progress=progress)
     except LogFormatError as exc:
         message = printable(f"cannot read {exc.path}: {exc.problem}", limit=_MAX_ERROR)
         print(f"{_PROG}: error: {message}", file=sys.stderr)
         return _EXIT_FAILURE
-    summary = summarize(report, verification)
+    summary = summarize(analysis.report, analysis.verification)
     if args.json:
         text = json.dumps(summary_document(summary), sort_keys=True, indent=2, ensure_ascii=False)
         sys.stdout.buffer.write((text + "\n").encode("utf-8"))

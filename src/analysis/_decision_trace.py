@@ -28,13 +28,13 @@ the same file.
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
 from analysis._json_types import json_type_name
-from analysis._run_facts import is_sealed
+from analysis._run_facts import read_facts, seals_the_run
 from analysis._trace_model import (
     ANALYSIS_VERSION,
     APPROVAL_OUTCOMES,
@@ -48,9 +48,15 @@ from runtime import RuntimeVerdict
 if TYPE_CHECKING:
     # The reader (and `mcap` behind it) is imported only when a file is read,
     # so that `import analysis` and `ghost --help` stay light.
-    from audit import LoggedRecord, RunLog
+    from audit import LoggedRecord, RunItem, RunLog
 
-__all__ = ["build_decision_trace_report", "trace_run", "verify_decision_chain"]
+__all__ = [
+    "TraceBuilder",
+    "build_decision_trace_report",
+    "trace_items",
+    "trace_run",
+    "verify_decision_chain",
+]
 
 ASSESSMENTS_TOPIC: Final = "/assessments"
 DECISIONS_TOPIC: Final = "/decisions"
@@ -103,6 +109,9 @@ class _LoggedAssessment:
 def build_decision_trace_report(mcap_path: str | os.PathLike[str]) -> DecisionTraceReport:
     """Read a captured run and pair each decision with its assessment.
 
+    The file is streamed once (`audit.iter_run`): what is held is what the
+    report keeps, however long the run.
+
     Args:
         mcap_path: the MCAP file a ghost audit sink wrote.
 
@@ -113,9 +122,34 @@ def build_decision_trace_report(mcap_path: str | os.PathLike[str]) -> DecisionTr
         audit.LogFormatError: the file is missing, is not MCAP, is cut inside
             its magic bytes, or is an MCAP file from another program.
     """
-    from audit import read_run
+    from audit import iter_run
 
-    return trace_run(read_run(Path(mcap_path)))
+    return trace_items(iter_run(Path(mcap_path)))
+
+
+def trace_items(items: Iterable[RunItem]) -> DecisionTraceReport:
+    """Build the decision trace report of a run as `audit.iter_run` streams it.
+
+    Args:
+        items: the stream, consumed once up to its `audit.ReadEnd`.
+
+    Returns:
+        The run's report (see `build_decision_trace_report`).
+
+    Raises:
+        audit.LogFormatError: as `audit.iter_run`.
+    """
+    from audit import LoggedRecord, ReadEnd, ReadProblem
+
+    builder = TraceBuilder()
+    for item in items:
+        if isinstance(item, LoggedRecord):
+            builder.record(item)
+        elif isinstance(item, ReadProblem):
+            builder.read_problem(item.message)
+        elif isinstance(item, ReadEnd):
+            return builder.finish(source_sha256=item.source_sha256, truncated=item.truncated)
+    raise ValueError("the stream ended without a ReadEnd: it is not what audit.iter_run yields")
 
 
 def trace_run(run: RunLog) -> DecisionTraceReport:
@@ -127,53 +161,150 @@ def trace_run(run: RunLog) -> DecisionTraceReport:
     Returns:
         The run's report (see `build_decision_trace_report`).
     """
-    from audit import TOPICS
-
-    assessment_by_decision: dict[str, _LoggedAssessment] = {}
-    duplicate_assessments = 0
-    decisions: list[_LoggedDecision] = []
-    approvals: list[ApprovalTraceRecord] = []
-    problems: list[str] = list(run.problems)
-
+    builder = TraceBuilder()
+    for problem in run.problems:
+        builder.read_problem(problem)
     for logged in run.records:
+        builder.record(logged)
+    return builder.finish(source_sha256=run.source_sha256, truncated=run.truncated)
+
+
+class TraceBuilder:
+    """The decision trace of a run, built one record at a time as the reader streams them.
+
+    Feed it every `audit.LoggedRecord` with `record` and every reader problem with
+    `read_problem`, in any order the reader yields them, then call `finish`
+    once. Records are put back in file order (`LoggedRecord.position`) at the
+    end, so a record the reader yields late (its channel defined later in a
+    damaged file) is traced where the file holds it, as `audit.read_run` would.
+    What it holds is what the report keeps: the decisions, the approvals, and
+    one assessment per decision id (last logged wins, ADR-0022).
+    """
+
+    __slots__ = (
+        "_approvals",
+        "_assessments",
+        "_count",
+        "_decisions",
+        "_duplicates",
+        "_last_two",
+        "_read_problems",
+        "_record_problems",
+    )
+
+    def __init__(self) -> None:
+        self._assessments: dict[str, tuple[tuple[int, int], _LoggedAssessment]] = {}
+        self._duplicates = 0
+        self._decisions: list[tuple[tuple[int, int], _LoggedDecision]] = []
+        self._approvals: list[tuple[tuple[int, int], ApprovalTraceRecord]] = []
+        self._read_problems: list[str] = []
+        self._record_problems: list[tuple[tuple[int, int], str]] = []
+        # The two records furthest into the file: whether the run is sealed.
+        self._last_two: list[LoggedRecord] = []
+        self._count = 0
+
+    def read_problem(self, message: str) -> None:
+        """Note damage the reader found (listed first among the report's problems)."""
+        self._read_problems.append(message)
+
+    def record(self, logged: LoggedRecord) -> None:
+        """Trace one record on a ghost topic."""
+        position = logged.position
+        self._count += 1
+        self._keep_last(logged)
         if logged.topic == ASSESSMENTS_TOPIC:
             try:
                 decision_id, assessment = _read_assessment(logged)
             except _UnreadableRecordError as exc:
-                problems.append(_describe(logged, str(exc)))
-                continue
-            problems.extend(_schema_notes(logged))
-            if decision_id in assessment_by_decision:
-                duplicate_assessments += 1
-            # Last one logged wins (ADR-0022): the index is simply overwritten.
-            assessment_by_decision[decision_id] = assessment
+                self._problem(position, _describe(logged, str(exc)))
+                return
+            self._notes(position, logged)
+            held = self._assessments.get(decision_id)
+            if held is not None:
+                self._duplicates += 1
+            # Last one logged wins (ADR-0022): later in the file, not later read.
+            if held is None or held[0] < position:
+                self._assessments[decision_id] = (position, assessment)
         elif logged.topic == DECISIONS_TOPIC:
             try:
-                decisions.append(_read_decision(logged))
+                self._decisions.append((position, _read_decision(logged)))
             except _UnreadableRecordError as exc:
-                problems.append(_describe(logged, str(exc)))
-                continue
-            problems.extend(_schema_notes(logged))
+                self._problem(position, _describe(logged, str(exc)))
+                return
+            self._notes(position, logged)
         elif logged.topic == APPROVALS_TOPIC:
             try:
-                approvals.append(_read_approval(logged))
+                self._approvals.append((position, _read_approval(logged)))
             except _UnreadableRecordError as exc:
-                problems.append(_describe(logged, str(exc)))
-                continue
-            problems.extend(_schema_notes(logged))
+                self._problem(position, _describe(logged, str(exc)))
+                return
+            self._notes(position, logged)
 
-    records = tuple(
-        _pair(decision, assessment_by_decision.get(decision.decision_id)) for decision in decisions
-    )
-    return DecisionTraceReport.from_records(
-        records,
-        source_mcap_sha256=run.source_sha256,
-        duplicate_assessment_count=duplicate_assessments,
-        truncated=run.truncated,
-        sealed=is_sealed(run.records, TOPICS),
-        approvals=approvals,
-        problems=problems,
-    )
+    def finish(self, *, source_sha256: str, truncated: bool) -> DecisionTraceReport:
+        """Return the report of everything fed so far.
+
+        Args:
+            source_sha256: the SHA-256 of the bytes read (`audit.ReadEnd`).
+            truncated: the file ends as a crash leaves it.
+        """
+        from audit import TOPICS
+
+        self._decisions.sort(key=_first)
+        self._approvals.sort(key=_first)
+        self._record_problems.sort(key=_first)
+        assessments = self._assessments
+        records = tuple(
+            _pair(decision, _held(assessments.get(decision.decision_id)))
+            for _, decision in self._decisions
+        )
+        return DecisionTraceReport.from_records(
+            records,
+            source_mcap_sha256=source_sha256,
+            duplicate_assessment_count=self._duplicates,
+            truncated=truncated,
+            sealed=self._sealed(TOPICS),
+            approvals=[approval for _, approval in self._approvals],
+            problems=[*self._read_problems, *(problem for _, problem in self._record_problems)],
+        )
+
+    def _keep_last(self, logged: LoggedRecord) -> None:
+        last_two, position = self._last_two, logged.position
+        if len(last_two) < 2:
+            last_two.append(logged)
+            last_two.sort(key=_position)
+        elif position > last_two[1].position:
+            last_two[0], last_two[1] = last_two[1], logged
+        elif position > last_two[0].position:
+            last_two[0] = logged
+
+    def _sealed(self, topic_schemas: Mapping[str, str]) -> bool:
+        # The same test as verify_run's: the last record is a /seal naming the one before.
+        if not self._last_two:
+            return False
+        *head, last = self._last_two
+        index = self._count - 1
+        before = read_facts(index - 1, head[0], topic_schemas)[0] if head else None
+        return seals_the_run(read_facts(index, last, topic_schemas)[0], before)
+
+    def _problem(self, position: tuple[int, int], message: str) -> None:
+        self._record_problems.append((position, message))
+
+    def _notes(self, position: tuple[int, int], logged: LoggedRecord) -> None:
+        self._record_problems.extend((position, note) for note in _schema_notes(logged))
+
+
+def _first(item: tuple[tuple[int, int], object]) -> tuple[int, int]:
+    return item[0]
+
+
+def _position(logged: LoggedRecord) -> tuple[int, int]:
+    return logged.position
+
+
+def _held(
+    entry: tuple[tuple[int, int], _LoggedAssessment] | None,
+) -> _LoggedAssessment | None:
+    return None if entry is None else entry[1]
 
 
 def verify_decision_chain(mcap_path: str | os.PathLike[str]) -> tuple[bool, tuple[str, ...]]:
