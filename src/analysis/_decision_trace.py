@@ -27,11 +27,13 @@ the same file.
 
 from __future__ import annotations
 
+import dataclasses
+import itertools
 import os
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any, Final, TypeVar
 
 from analysis._json_types import json_type_name
 from analysis._run_facts import read_facts, seals_the_run
@@ -42,6 +44,7 @@ from analysis._trace_model import (
     ChainStatus,
     DecisionTraceRecord,
     DecisionTraceReport,
+    FrozenCounts,
 )
 from runtime import RuntimeVerdict
 
@@ -65,6 +68,7 @@ ASSESSMENT_SCHEMA: Final = "ghost.assessment/1"
 DECISION_SCHEMA: Final = "ghost.decision/1"
 APPROVAL_SCHEMA: Final = "ghost.approval/1"
 
+_NO_STAGES: Final = FrozenCounts()
 _VERDICT_VALUES: Final = frozenset(verdict.value for verdict in RuntimeVerdict)
 _VERDICTS: Final = ", ".join(verdict.value for verdict in RuntimeVerdict)
 
@@ -103,7 +107,7 @@ class _LoggedAssessment:
     verb: str | None
     resource: str | None
     detectors: tuple[str, ...]
-    stage_ns: dict[str, int]
+    stage_ns: FrozenCounts
 
 
 def build_decision_trace_report(mcap_path: str | os.PathLike[str]) -> DecisionTraceReport:
@@ -177,28 +181,40 @@ class TraceBuilder:
     once. Records are put back in file order (`LoggedRecord.position`) at the
     end, so a record the reader yields late (its channel defined later in a
     damaged file) is traced where the file holds it, as `audit.read_run` would.
-    What it holds is what the report keeps: the decisions, the approvals, and
-    one assessment per decision id (last logged wins, ADR-0022).
+
+    What it holds is what the report keeps. A decision is paired with the
+    assessment held for its id when it arrives, and only its report record
+    is kept; `finish` re-pairs the rare decision whose assessment came later
+    or was replaced by a later one (last logged wins, ADR-0022). Repeated
+    text (agents, verbs, rules, reasons, detector names) is held once.
     """
 
     __slots__ = (
         "_approvals",
         "_assessments",
         "_count",
-        "_decisions",
         "_duplicates",
         "_last_two",
         "_read_problems",
+        "_record_at",
         "_record_problems",
+        "_records",
+        "_texts",
+        "_used",
     )
 
     def __init__(self) -> None:
-        self._assessments: dict[str, tuple[tuple[int, int], _LoggedAssessment]] = {}
+        self._assessments: dict[str, tuple[int, _LoggedAssessment]] = {}
         self._duplicates = 0
-        self._decisions: list[tuple[tuple[int, int], _LoggedDecision]] = []
-        self._approvals: list[tuple[tuple[int, int], ApprovalTraceRecord]] = []
+        # Per decision, in the order read: its report record, where the file
+        # holds it, and the assessment it was paired with.
+        self._records: list[DecisionTraceRecord] = []
+        self._record_at: list[int] = []
+        self._used: list[_LoggedAssessment | None] = []
+        self._approvals: list[tuple[int, ApprovalTraceRecord]] = []
         self._read_problems: list[str] = []
-        self._record_problems: list[tuple[tuple[int, int], str]] = []
+        self._record_problems: list[tuple[int, str]] = []
+        self._texts: dict[object, Any] = {}
         # The two records furthest into the file: whether the run is sealed.
         self._last_two: list[LoggedRecord] = []
         self._count = 0
@@ -209,36 +225,41 @@ class TraceBuilder:
 
     def record(self, logged: LoggedRecord) -> None:
         """Trace one record on a ghost topic."""
-        position = logged.position
+        at = _file_order(logged)
         self._count += 1
         self._keep_last(logged)
+        share = self._share
         if logged.topic == ASSESSMENTS_TOPIC:
             try:
-                decision_id, assessment = _read_assessment(logged)
+                decision_id, assessment = _read_assessment(logged, share)
             except _UnreadableRecordError as exc:
-                self._problem(position, _describe(logged, str(exc)))
+                self._problem(at, _describe(logged, str(exc)))
                 return
-            self._notes(position, logged)
+            self._notes(at, logged)
             held = self._assessments.get(decision_id)
             if held is not None:
                 self._duplicates += 1
             # Last one logged wins (ADR-0022): later in the file, not later read.
-            if held is None or held[0] < position:
-                self._assessments[decision_id] = (position, assessment)
+            if held is None or held[0] < at:
+                self._assessments[decision_id] = (at, assessment)
         elif logged.topic == DECISIONS_TOPIC:
             try:
-                self._decisions.append((position, _read_decision(logged)))
+                decision = _read_decision(logged, share)
             except _UnreadableRecordError as exc:
-                self._problem(position, _describe(logged, str(exc)))
+                self._problem(at, _describe(logged, str(exc)))
                 return
-            self._notes(position, logged)
+            self._notes(at, logged)
+            paired = _held(self._assessments.get(decision.decision_id))
+            self._records.append(_pair(decision, paired))
+            self._record_at.append(at)
+            self._used.append(paired)
         elif logged.topic == APPROVALS_TOPIC:
             try:
-                self._approvals.append((position, _read_approval(logged)))
+                self._approvals.append((at, _read_approval(logged)))
             except _UnreadableRecordError as exc:
-                self._problem(position, _describe(logged, str(exc)))
+                self._problem(at, _describe(logged, str(exc)))
                 return
-            self._notes(position, logged)
+            self._notes(at, logged)
 
     def finish(self, *, source_sha256: str, truncated: bool) -> DecisionTraceReport:
         """Return the report of everything fed so far.
@@ -249,16 +270,10 @@ class TraceBuilder:
         """
         from audit import TOPICS
 
-        self._decisions.sort(key=_first)
         self._approvals.sort(key=_first)
         self._record_problems.sort(key=_first)
-        assessments = self._assessments
-        records = tuple(
-            _pair(decision, _held(assessments.get(decision.decision_id)))
-            for _, decision in self._decisions
-        )
         return DecisionTraceReport.from_records(
-            records,
+            self._paired(),
             source_mcap_sha256=source_sha256,
             duplicate_assessment_count=self._duplicates,
             truncated=truncated,
@@ -266,6 +281,24 @@ class TraceBuilder:
             approvals=[approval for _, approval in self._approvals],
             problems=[*self._read_problems, *(problem for _, problem in self._record_problems)],
         )
+
+    def _paired(self) -> Iterator[DecisionTraceRecord]:
+        records, at, used, assessments = (
+            self._records,
+            self._record_at,
+            self._used,
+            self._assessments,
+        )
+        order: Iterable[int] = range(len(records))
+        if any(later < earlier for earlier, later in itertools.pairwise(at)):
+            order = sorted(order, key=at.__getitem__)
+        for index in order:
+            record = records[index]
+            final = _held(assessments.get(record.decision_id))
+            yield record if final is used[index] else _repaired(record, final)
+
+    def _share(self, value: _Shared) -> _Shared:
+        return self._texts.setdefault(value, value)  # type: ignore[no-any-return]
 
     def _keep_last(self, logged: LoggedRecord) -> None:
         last_two, position = self._last_two, logged.position
@@ -286,14 +319,24 @@ class TraceBuilder:
         before = read_facts(index - 1, head[0], topic_schemas)[0] if head else None
         return seals_the_run(read_facts(index, last, topic_schemas)[0], before)
 
-    def _problem(self, position: tuple[int, int], message: str) -> None:
-        self._record_problems.append((position, message))
+    def _problem(self, at: int, message: str) -> None:
+        self._record_problems.append((at, message))
 
-    def _notes(self, position: tuple[int, int], logged: LoggedRecord) -> None:
-        self._record_problems.extend((position, note) for note in _schema_notes(logged))
+    def _notes(self, at: int, logged: LoggedRecord) -> None:
+        self._record_problems.extend((at, note) for note in _schema_notes(logged))
 
 
-def _first(item: tuple[tuple[int, int], object]) -> tuple[int, int]:
+_Shared = TypeVar("_Shared", str, tuple[str, ...])
+
+
+def _file_order(logged: LoggedRecord) -> int:
+    # `LoggedRecord.position` as one int (a tuple costs three objects per record);
+    # an offset in a chunk is a u64, so it fits below bit 64.
+    offset, in_chunk = logged.position
+    return (offset << 64) | (in_chunk + 1)
+
+
+def _first(item: tuple[int, object]) -> int:
     return item[0]
 
 
@@ -301,9 +344,7 @@ def _position(logged: LoggedRecord) -> tuple[int, int]:
     return logged.position
 
 
-def _held(
-    entry: tuple[tuple[int, int], _LoggedAssessment] | None,
-) -> _LoggedAssessment | None:
+def _held(entry: tuple[int, _LoggedAssessment] | None) -> _LoggedAssessment | None:
     return None if entry is None else entry[1]
 
 
@@ -354,16 +395,7 @@ def _chain_message(record: DecisionTraceRecord) -> str:
 
 
 def _pair(decision: _LoggedDecision, assessment: _LoggedAssessment | None) -> DecisionTraceRecord:
-    recomputed = None if assessment is None else assessment.sha256
-    claimed = decision.assessment_sha256
-    if claimed is None:
-        status, recomputed = ChainStatus.NO_ASSESSMENT_CLAIMED, None
-    elif recomputed is None:
-        status = ChainStatus.ASSESSMENT_MISSING
-    elif recomputed == claimed:
-        status = ChainStatus.VERIFIED
-    else:
-        status = ChainStatus.BROKEN
+    status, claimed, recomputed = _link(decision.assessment_sha256, assessment)
     return DecisionTraceRecord(
         timestamp_ns=decision.stamp_ns,
         decision_kind=decision.verdict,
@@ -381,9 +413,41 @@ def _pair(decision: _LoggedDecision, assessment: _LoggedAssessment | None) -> De
         verb=None if assessment is None else assessment.verb,
         resource=None if assessment is None else assessment.resource,
         detectors=() if assessment is None else assessment.detectors,
-        stage_ns={} if assessment is None else assessment.stage_ns,
+        stage_ns=_NO_STAGES if assessment is None else assessment.stage_ns,
         trace_origin=decision.trace_origin,
     )
+
+
+def _repaired(
+    record: DecisionTraceRecord, assessment: _LoggedAssessment | None
+) -> DecisionTraceRecord:
+    """``record`` paired with ``assessment`` instead (it came later, or replaced another)."""
+    status, claimed, recomputed = _link(record.claimed_assessment_sha256, assessment)
+    return dataclasses.replace(
+        record,
+        claimed_assessment_sha256=claimed,
+        recomputed_assessment_sha256=recomputed,
+        chain_status=status,
+        agent=None if assessment is None else assessment.agent,
+        verb=None if assessment is None else assessment.verb,
+        resource=None if assessment is None else assessment.resource,
+        detectors=() if assessment is None else assessment.detectors,
+        stage_ns=_NO_STAGES if assessment is None else assessment.stage_ns,
+    )
+
+
+def _link(
+    claimed: str | None, assessment: _LoggedAssessment | None
+) -> tuple[ChainStatus, str | None, str | None]:
+    """The chain status of a claim, the claim and the recomputed address (ADR-0022)."""
+    recomputed = None if assessment is None else assessment.sha256
+    if claimed is None:
+        return ChainStatus.NO_ASSESSMENT_CLAIMED, None, None
+    if recomputed is None:
+        return ChainStatus.ASSESSMENT_MISSING, claimed, None
+    if recomputed == claimed:
+        return ChainStatus.VERIFIED, recomputed, recomputed  # one string held, not two
+    return ChainStatus.BROKEN, claimed, recomputed
 
 
 def _describe(logged: LoggedRecord, why: str) -> str:
@@ -423,7 +487,10 @@ def _checked_record(logged: LoggedRecord, schema: str) -> Mapping[str, Any]:
     return record
 
 
-def _read_assessment(logged: LoggedRecord) -> tuple[str, _LoggedAssessment]:
+def _read_assessment(
+    logged: LoggedRecord, share: Callable[[Any], Any] = lambda value: value
+) -> tuple[str, _LoggedAssessment]:
+    """The assessment's id and what the trace shows of it; ``share`` dedupes repeated text."""
     record = _checked_record(logged, ASSESSMENT_SCHEMA)
     decision_id = _text(record, "decision_id")
     findings = record.get("findings")
@@ -435,22 +502,25 @@ def _read_assessment(logged: LoggedRecord) -> tuple[str, _LoggedAssessment]:
         }
     )
     stages = record.get("stage_ns")
-    stage_ns = {
-        name: spent
+    stage_ns = FrozenCounts(
+        (share(name), spent)
         for name, spent in (stages.items() if isinstance(stages, dict) else ())
         if _is_text(name) and type(spent) is int and spent >= 0  # the gate never logs < 0
-    }
+    )
     return decision_id, _LoggedAssessment(
         sha256=logged.sha256,
-        agent=_lenient_text(record, "agent"),
-        verb=_lenient_text(record, "verb"),
-        resource=_lenient_text(record, "resource"),
-        detectors=tuple(detectors),
+        agent=_shared(share, _lenient_text(record, "agent")),
+        verb=_shared(share, _lenient_text(record, "verb")),
+        resource=_shared(share, _lenient_text(record, "resource")),
+        detectors=share(tuple(share(name) for name in detectors)),
         stage_ns=stage_ns,
     )
 
 
-def _read_decision(logged: LoggedRecord) -> _LoggedDecision:
+def _read_decision(
+    logged: LoggedRecord, share: Callable[[Any], Any] = lambda value: value
+) -> _LoggedDecision:
+    """The decision's fields the trace uses, type-checked; ``share`` dedupes repeated text."""
     record = _checked_record(logged, DECISION_SCHEMA)
     verdict = _text(record, "verdict")
     if verdict not in _VERDICT_VALUES:
@@ -459,14 +529,18 @@ def _read_decision(logged: LoggedRecord) -> _LoggedDecision:
         decision_id=_text(record, "decision_id"),
         stamp_ns=_integer(record, "stamp_ns"),
         verdict=RuntimeVerdict(verdict),
-        reason=_text(record, "reason"),
-        matched_policy=_optional_text(record, "matched_policy"),
-        policy_id=_text(record, "policy_id"),
+        reason=share(_text(record, "reason")),
+        matched_policy=_shared(share, _optional_text(record, "matched_policy")),
+        policy_id=share(_text(record, "policy_id")),
         assessment_sha256=_optional_text(record, "assessment_sha256"),
         trace_id=_text(record, "trace_id"),
         latency_ns=_integer(record, "latency_ns"),
-        trace_origin=_lenient_text(record, "trace_origin"),
+        trace_origin=_shared(share, _lenient_text(record, "trace_origin")),
     )
+
+
+def _shared(share: Callable[[Any], Any], value: str | None) -> str | None:
+    return None if value is None else share(value)
 
 
 def _read_approval(logged: LoggedRecord) -> ApprovalTraceRecord:

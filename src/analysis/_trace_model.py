@@ -173,7 +173,8 @@ class DecisionTraceRecord:
         # Coerce plain strings so a record built by hand equals one built from a log.
         object.__setattr__(self, "decision_kind", RuntimeVerdict(self.decision_kind))
         object.__setattr__(self, "chain_status", ChainStatus(self.chain_status))
-        object.__setattr__(self, "stage_ns", FrozenCounts(self.stage_ns))
+        if not isinstance(self.stage_ns, FrozenCounts):  # immutable: shared, not copied
+            object.__setattr__(self, "stage_ns", FrozenCounts(self.stage_ns))
         detectors = tuple(self.detectors)
         if list(detectors) != sorted(set(detectors)):
             raise ValueError(

@@ -184,3 +184,66 @@ def test_no_bar_when_piped_or_for_a_small_file(tmp_path: Path) -> None:
         assert big is not None
     with progress_bar(tmp_path / "missing.mcap", stream=_Terminal(), min_bytes=0) as gone:
         assert gone is not None  # the reader, not the bar, says the file is missing
+
+
+def _sealed_run(path: Path, records: list[tuple[str, dict[str, Any]]]) -> dict[str, str]:
+    """Write ``records`` (topic, record) through a real sink; return each one's address by tag."""
+    from audit import McapAuditSink
+    from runtime.testing import ManualClock
+    from tests.records import make_run_start
+
+    addresses: dict[str, str] = {}
+    with McapAuditSink(path, clock=ManualClock()) as sink:
+        sink.open_run(make_run_start())
+        for topic, record in records:
+            tag = record.pop("_tag", None)
+            address = sink.append(topic, record)
+            if tag:
+                addresses[tag] = address
+    return addresses
+
+
+def test_a_decision_logged_before_its_assessment_is_paired_at_the_end(tmp_path: Path) -> None:
+    # A chain cannot make this verified (the claim would have to name an address
+    # that depends on the claim), but the trace must still pair the two: the
+    # decision is "broken", not "assessment_missing", and shows the action.
+    path = tmp_path / "late.mcap"
+    decision_id = make_uuid7(STAMP_NS)
+    addresses = _sealed_run(
+        path,
+        [
+            ("/decisions", decision(decision_id, "f" * 64)),
+            ("/assessments", {**assessment(decision_id, agent="x"), "_tag": "a"}),
+        ],
+    )
+
+    (record,) = analyze_run(path).report.records
+
+    assert record.chain_status.value == "broken"
+    assert record.recomputed_assessment_sha256 == addresses["a"]
+    assert (record.agent, record.verb, record.resource) == ("x", "read", "file:/data/q3.txt")
+    assert dict(record.stage_ns) == {"policy": 1200, "narrow": 300, "scrub": 4500}
+
+
+def test_an_assessment_replaced_after_its_decision_repairs_the_pairing(tmp_path: Path) -> None:
+    path = tmp_path / "replaced.mcap"
+    decision_id = make_uuid7(STAMP_NS)
+    first = assessment(decision_id, agent="first", findings=[])
+    second = assessment(decision_id, agent="second")
+    addresses = _sealed_run(
+        path,
+        [
+            ("/assessments", {**first, "_tag": "first"}),
+            ("/decisions", {**decision(decision_id, None), "_tag": "d"}),
+            ("/assessments", {**second, "_tag": "second"}),
+        ],
+    )
+
+    report = analyze_run(path).report
+
+    (record,) = report.records
+    assert record.agent == "second"  # the last logged wins, though it came after
+    assert record.detectors == ("email",)
+    assert record.chain_status.value == "no_assessment_claimed"
+    assert report.duplicate_assessment_count == 1
+    assert addresses["first"] != addresses["second"]

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import argparse
 import json
 import subprocess
 import sys
@@ -170,28 +169,6 @@ def test_version_and_help(tmp_path: Path) -> None:
         result = ghost(*args, cwd=tmp_path)
         assert result.returncode == 0
         assert b"usage: ghost" in result.stdout
-
-
-def test_help_lists_every_command_on_one_line_of_an_80_column_terminal(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    from analysis._cli import _make_parser
-
-    commands = next(
-        action
-        for action in _make_parser()._actions
-        if isinstance(action, argparse._SubParsersAction)
-    ).choices
-    monkeypatch.setenv("COLUMNS", "80")
-
-    lines = ghost("--help", cwd=tmp_path).stdout.decode().splitlines()
-
-    for name in commands:
-        (line,) = [line for line in lines if line.split()[:1] == [name]]
-        help_text = line.split(maxsplit=1)[1]
-        assert len(help_text) > 10, line  # the help is on the command's own line
-        assert len(line) <= 80
-    assert len(commands) >= 8
 
 
 # --- exit 1: unreadable input, unwritable output ---------------------------------------------

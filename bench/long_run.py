@@ -1,0 +1,161 @@
+"""A run of a million decisions: the time and memory of `ghost summary` and `ghost report`.
+
+The run is made from what the real gate writes: the bundled demo script is
+checked once by `runtime.Gate` under the bundled policy into a memory sink,
+and its assessment / decision pairs are then replayed ``decisions`` times
+into a real `audit.McapAuditSink` (chunk durability), each with a fresh
+decision id, its own stamp and latency, and the link to its own assessment.
+Replaying costs a sink append per record instead of a full gate check, so a
+million decisions are written in minutes; the file is what a long sealed run
+of that gate looks like, record for record.
+
+Each command runs in its own process, as an operator runs it; its wall time
+and peak resident memory (``wait4``'s ``ru_maxrss``) are measured. The floor,
+timed on the same file in this process, is the least any reader must do:
+stream it with the `mcap` library, ``json.loads`` and SHA-256 every message.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from analysis._demo import SCRIPT, demo_policy_path
+from audit import McapAuditSink, MemoryAuditSink
+from bench._harness import Row, Section
+from bench.verify import floor
+from runtime import Gate, Policy, make_uuid7
+
+__all__ = ["run", "write_long_run"]
+
+_CHAINED = ("seq", "prev_sha256")  # the sink sets these
+
+
+def _templates() -> list[tuple[dict[str, Any], dict[str, Any]]]:
+    """The demo script's (assessment, decision) pairs, as the real gate writes them."""
+    sink = MemoryAuditSink()
+    gate = Gate(Policy.from_toml(demo_policy_path()), sink=sink)
+    for call in SCRIPT:
+        gate.check(call.action)
+    sink.close()
+    assessments: dict[str, Mapping[str, Any]] = {}
+    pairs: list[tuple[dict[str, Any], dict[str, Any]]] = []
+    for entry in sink.entries:
+        if entry.topic == "/assessments":
+            assessments[entry.record["decision_id"]] = entry.record
+        elif entry.topic == "/decisions":
+            assessment = assessments[entry.record["decision_id"]]
+            pairs.append((_unchained(assessment), _unchained(entry.record)))
+    return pairs
+
+
+def _unchained(record: Mapping[str, Any]) -> dict[str, Any]:
+    return {key: value for key, value in record.items() if key not in _CHAINED}
+
+
+def write_long_run(path: Path, decisions: int, *, seed: int = 0) -> None:
+    """Write a sealed run of ``decisions`` decisions made from the real gate's records."""
+    pairs = _templates()
+    rng = random.Random(seed)
+    start_ns = time.time_ns()
+    with McapAuditSink(path, durability="chunk") as sink:
+        gate = Gate(Policy.from_toml(demo_policy_path()), sink=sink)  # opens the run
+        del gate
+        for index in range(decisions):
+            assessment, decision = pairs[index % len(pairs)]
+            stamp_ns = start_ns + index * 1_000_000  # one decision per millisecond
+            decision_id = make_uuid7(stamp_ns)
+            stage_ns = {k: rng.randint(1_000, 400_000) for k in assessment["stage_ns"]}
+            address = sink.append(
+                "/assessments",
+                {
+                    **assessment,
+                    "decision_id": decision_id,
+                    "stamp_ns": stamp_ns,
+                    "stage_ns": stage_ns,
+                },
+            )
+            sink.append(
+                "/decisions",
+                {
+                    **decision,
+                    "decision_id": decision_id,
+                    "stamp_ns": stamp_ns,
+                    "assessment_sha256": address,
+                    "latency_ns": sum(stage_ns.values()) + rng.randint(5_000, 50_000),
+                },
+            )
+
+
+def _measure(command: Sequence[str | Path]) -> tuple[float, int]:
+    """Run ``command``; return its wall seconds and peak resident bytes. Raise if it fails."""
+    started = time.perf_counter()
+    process = subprocess.Popen(  # noqa: S603 - our own CLI, no shell
+        list(command), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
+    )
+    _, status, usage = os.wait4(process.pid, 0)
+    elapsed = time.perf_counter() - started
+    process.returncode = os.waitstatus_to_exitcode(status)
+    stderr = process.stderr.read().decode() if process.stderr else ""
+    if process.returncode != 0:
+        raise RuntimeError(f"{command} exited {process.returncode}: {stderr}")
+    return elapsed, usage.ru_maxrss * 1024  # Linux reports KiB
+
+
+def run(*, quick: bool = False) -> list[Section]:
+    """The long-run section of BENCHMARKS.md."""
+    decisions = 20_000 if quick else 1_000_000
+    ghost = [sys.executable, "-m", "analysis"]
+    rows: list[Row] = []
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "long.mcap"
+        written = time.perf_counter()
+        write_long_run(path, decisions)
+        written = time.perf_counter() - written
+        size = path.stat().st_size
+        started = time.perf_counter()
+        records = floor(path)
+        floor_s = time.perf_counter() - started
+        rows.append(Row(f"floor: stream, decode, hash ({records:,} records)", floor_s, "s", 1.0))
+        commands = {
+            "ghost summary": [*ghost, "summary", path],
+            "ghost report --html": [*ghost, "report", path, "--html", Path(tmp) / "report.html"],
+        }
+        memory: list[str] = []
+        for name, command in commands.items():
+            seconds, peak = _measure(command)
+            rows.append(Row(name, seconds, "s", seconds / floor_s))
+            memory.append(f"{name}: peak resident memory {peak / 2**20:,.0f} MiB.")
+        report_size = (Path(tmp) / "report.html").stat().st_size
+    notes = (
+        (
+            f"The run: {decisions:,} decisions, {records:,} records, {size / 1e6:,.0f} MB"
+            f" (written in {written:,.0f} s)."
+        ),
+        *memory,
+        f"The HTML report: {report_size / 1e6:,.1f} MB.",
+    )
+    return [
+        Section(
+            f"A run of {decisions:,} decisions",
+            (
+                "Wall time of each command in its own process on one sealed run made from the"
+                " real gate's records (bench/long_run.py); ratio: to the floor (the `mcap`"
+                " stream reader, `json.loads` and SHA-256 of every message) on the same file."
+            ),
+            tuple(rows),
+            notes=notes,
+        )
+    ]
+
+
+if __name__ == "__main__":
+    for section in run(quick="--quick" in sys.argv):
+        print(section)
