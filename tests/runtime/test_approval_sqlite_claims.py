@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from runtime import ApprovalError, ApprovalStoreError, Resolution, SqliteApprovalStore
-from runtime._approval_rows import ResolutionState, decode_state
+from runtime._approval_rows import DamagedRow, ResolutionState, decode_deadline, decode_state
 from tests.runtime.test_approval_store import make_pending
 
 StoreCall = Callable[[SqliteApprovalStore], object]
@@ -246,3 +246,23 @@ def test_a_failed_prune_leaves_no_transaction_open(path: Path) -> None:
         with SqliteApprovalStore(path, create=False, busy_timeout_s=0.05) as other:
             assert [p.decision_id for p in other.pending()] == ["c"]
             other.add(make_pending("d"))  # the write lock is free
+
+
+@pytest.mark.parametrize(
+    "row",
+    [
+        ("queue-a", "9" * 5_000, None, None, 0),  # the claim's lease
+        ("queue-a", "9", "f" * 64, "9" * 5_000, 0),  # the logged record's wait
+    ],
+    ids=["lease", "wait"],
+)
+def test_a_state_with_a_decimal_past_pythons_digit_limit_is_damaged(row: tuple[object]) -> None:
+    # int() refuses more than 4,300 digits with ValueError; a store never writes one.
+    with pytest.raises(DamagedRow):
+        decode_state(row)
+
+
+def test_a_deadline_past_pythons_digit_limit_is_damaged() -> None:
+    assert decode_deadline(("d-1", "9" * 4_000)) == ("d-1", int("9" * 4_000))
+    with pytest.raises(DamagedRow):
+        decode_deadline(("d-1", "9" * 5_000))
