@@ -21,7 +21,8 @@ from typing import Any, Final
 
 import plotly.graph_objects as go  # type: ignore[import-untyped]
 
-from analysis._report_data import Histogram, RuleCounts, Timeline, utc_text
+from analysis._report_bins import Histogram, Timeline, utc_text
+from analysis._report_data import RuleCounts
 
 __all__ = [
     "OUTCOME_COLORS",

@@ -37,15 +37,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from importlib import resources
 from typing import Any, Final
 
-from analysis._report_data import (
-    MAX_TEXT,
-    TEXT_COLUMNS,
-    DecisionColumns,
-    Histogram,
-    Integrity,
-    ReportPage,
-    utc_text,
-)
+from analysis._report_bins import Histogram, utc_text
+from analysis._report_data import MAX_TEXT, TEXT_COLUMNS, DecisionColumns, Integrity, ReportPage
 from analysis._trace_stats import LatencyStats
 from analysis._verify_model import RunStatus
 
