@@ -88,7 +88,8 @@ def _report(args: argparse.Namespace) -> int:
     from audit import LogFormatError
 
     try:
-        # First, so that a missing extra is said before the run is read.
+        # First, so that a missing extra is said before the run is read: the module
+        # imports plotly.
         from analysis._report_html import render_report_html
     except ImportError as exc:
         return _error(

@@ -23,8 +23,9 @@ and resource, and a log can be edited, so none of it may become markup or code.
   script can run, and nothing can be fetched, even if an escape were wrong.
 
 plotly.js is inlined once (from the ``plotly`` package, the optional extra
-``ghost-sdk[report]``); the table script and the style sheet are package files
-beside this module (``report.js``, ``report.css``).
+``ghost-sdk[report]``, imported by this module: only ``ghost report`` imports it);
+the table script and the style sheet are package files beside this module
+(``report.js``, ``report.css``).
 """
 
 from __future__ import annotations
@@ -37,7 +38,18 @@ from collections.abc import Iterable, Mapping, Sequence
 from importlib import resources
 from typing import Any, Final
 
+from plotly.offline import get_plotlyjs  # type: ignore[import-untyped]
+
+from analysis._printable import printable
 from analysis._report_bins import Histogram, utc_text
+from analysis._report_charts import (
+    OUTCOME_COLORS,
+    STAGE_COLORS,
+    VERDICT_COLORS,
+    duration_figure,
+    rules_figure,
+    timeline_figure,
+)
 from analysis._report_data import MAX_TEXT, TEXT_COLUMNS, DecisionColumns, Integrity, ReportPage
 from analysis._trace_stats import LatencyStats
 from analysis._verify_model import RunStatus
@@ -201,15 +213,6 @@ def _chart_box(
 
 
 def _charts(page: ReportPage) -> tuple[str, list[dict[str, Any]]]:
-    from analysis._report_charts import (
-        OUTCOME_COLORS,
-        STAGE_COLORS,
-        VERDICT_COLORS,
-        duration_figure,
-        rules_figure,
-        timeline_figure,
-    )
-
     def durations(
         histogram: Histogram | None, colors: Mapping[str, str], share_of: str
     ) -> dict[str, Any] | None:
@@ -313,14 +316,9 @@ def render_report_html(page: ReportPage, *, name: str, version: str = "") -> byt
         version: the ghost-sdk version that made the page (shown when given).
 
     Raises:
-        ImportError: plotly is not installed (``pip install 'ghost-sdk[report]'``).
         RuntimeError: the plotly.js bundle could close its script element (never seen;
             checked because the page's safety rests on it).
     """
-    from plotly.offline import get_plotlyjs  # type: ignore[import-untyped]
-
-    from analysis._printable import printable
-
     plotly_js = get_plotlyjs()
     if "</script" in plotly_js.lower() or "<!--" in plotly_js:
         raise RuntimeError("the plotly.js bundle cannot be inlined: it holds </script or <!--")
