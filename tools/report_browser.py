@@ -159,17 +159,21 @@ def main(argv: list[str] | None = None) -> int:
     """Write a screenshot of the demo run's report (the README's picture)."""
     parser = argparse.ArgumentParser(description=main.__doc__)
     parser.add_argument("out", type=Path, help="where to write the PNG, e.g. docs/report.png")
-    parser.add_argument("--height", type=int, default=1600, help="pixels of the page shown")
+    parser.add_argument("--height", type=int, default=1000, help="pixels of the page shown")
     args = parser.parse_args(argv)
     chromium, why = find_chromium(install=False)
     if chromium is None:
         print(f"report_browser: {why}", file=sys.stderr)
         return 1
     with tempfile.TemporaryDirectory() as tmp:
-        run, html = str(Path(tmp) / "demo.mcap"), Path(tmp) / "report.html"
+        html = Path(tmp) / "report.html"
         ghost = [sys.executable, "-m", "analysis"]
-        for command in (["demo", "--out", run], ["report", run, "--html", str(html)]):
-            subprocess.run([*ghost, *command], check=True, capture_output=True)  # noqa: S603
+        # Relative names, so that the page shows "demo.mcap", not a temporary folder.
+        for command in (
+            ["demo", "--out", "demo.mcap"],
+            ["report", "demo.mcap", "--html", html.name],
+        ):
+            subprocess.run([*ghost, *command], check=True, capture_output=True, cwd=tmp)  # noqa: S603
         with launch(chromium) as browser:
             page, events = load_report(browser, html)
             if events.errors or events.refused:

@@ -192,9 +192,6 @@ class Integrity:
         summary: `verify_run`'s one line on the run (what ``ghost verify`` prints last).
         problem_count: every problem found.
         first_problems: the first `FIRST_PROBLEMS` of them, as printable sentences.
-        sealed, truncated: as `verify_run` says.
-        record_count: records read on ghost topics.
-        verified_prefix: records from the first that verify as a linked chain.
         unreadable_count: records the decision trace could not read or that break
             their schema (the report's ``problems``).
         first_unreadable: the first `FIRST_PROBLEMS` of those, as printable sentences.
@@ -204,10 +201,6 @@ class Integrity:
     summary: str
     problem_count: int
     first_problems: tuple[str, ...]
-    sealed: bool
-    truncated: bool
-    record_count: int
-    verified_prefix: int
     unreadable_count: int
     first_unreadable: tuple[str, ...]
 
@@ -267,10 +260,6 @@ def _integrity(verification: RunVerification, report: DecisionTraceReport) -> In
             printable(str(problem), limit=_MAX_PROBLEM)
             for problem in verification.problems[:FIRST_PROBLEMS]
         ),
-        sealed=verification.sealed,
-        truncated=verification.truncated,
-        record_count=verification.record_count,
-        verified_prefix=verification.verified_prefix,
         unreadable_count=len(report.problems),
         first_unreadable=tuple(
             printable(problem, limit=_MAX_PROBLEM) for problem in report.problems[:FIRST_PROBLEMS]

@@ -124,12 +124,6 @@ def _integrity_html(integrity: Integrity) -> str:
         f"<h2>Integrity: <strong>{_STATUS_HEADLINE[status]}</strong></h2>",
         f"<p>{_e(_STATUS_TEXT[status])}</p>",
         f"<p><code>ghost verify</code>: {_e(integrity.summary)}</p>",
-        (
-            f"<p>{integrity.problem_count} problem(s); {integrity.record_count} record(s) read,"
-            f" {integrity.verified_prefix} of them verified as a linked chain from the first;"
-            f" {'sealed' if integrity.sealed else 'not sealed'}"
-            f"{'; the file ends before its footer' if integrity.truncated else ''}.</p>"
-        ),
     ]
     if integrity.first_problems:
         shown = len(integrity.first_problems)
@@ -212,6 +206,15 @@ def _chart_box(
     return f'<figure class="box"><h2>{_e(title)}</h2>{inner}{stats}</figure>'
 
 
+def _omitted(histogram: Histogram | None) -> str:
+    if histogram is None or not histogram.omitted_series:
+        return ""
+    return (
+        f'<p class="empty">{histogram.omitted_series} more series, with fewer values,'
+        " are not shown.</p>"
+    )
+
+
 def _charts(page: ReportPage) -> tuple[str, list[dict[str, Any]]]:
     def durations(
         histogram: Histogram | None, colors: Mapping[str, str], share_of: str
@@ -240,7 +243,8 @@ def _charts(page: ReportPage) -> tuple[str, list[dict[str, Any]]]:
             "Time per gate stage",
             durations(page.latency_by_stage, STAGE_COLORS, "stage's timings"),
             "No assessment times a stage.",
-            _stats_table("time per stage (nearest rank)", page.stage_stats),
+            _omitted(page.latency_by_stage)
+            + _stats_table("time per stage (nearest rank)", page.stage_stats),
         ),
         (
             "chart-waits",

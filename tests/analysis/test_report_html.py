@@ -179,9 +179,16 @@ def test_the_integrity_verdict_comes_first_as_text(status: RunStatus, headline: 
 def test_a_tampered_page_lists_its_problems() -> None:
     page = page_of([decision(0)], status=RunStatus.TAMPERED, problems=["one", "two"])
     text = render_report_html(page, name="r").decode()
-    assert "2 problem(s)" in text
+    assert "tampered: 2 integrity problems" in text  # verify_run's own line
     assert "The first 2 of 2" in text
     assert "<li><code>file: chain: one</code></li><li><code>file: chain: two</code></li>" in text
+
+
+def test_series_beyond_the_limit_are_said_to_be_left_out() -> None:
+    records = [decision(index, stage_ns={f"stage-{index}": index}) for index in range(11)]
+    text = render_report_html(page_of(records), name="r").decode()
+    assert "3 more series, with fewer values, are not shown." in text
+    assert "more series" not in render_report_html(page_of(records[:8]), name="r").decode()
 
 
 def test_the_page_is_the_same_for_the_same_run() -> None:
