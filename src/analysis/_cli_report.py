@@ -14,7 +14,7 @@ written and whether the run is intact, truncated or tampered.
 Exit codes (SPEC §6): 0 the page was written, whatever the run's integrity
 (the page says it first; judging with an exit code is ``verify``'s job);
 1 the run cannot be read (missing, not MCAP, not a ghost log), the output
-cannot be written, or plotly is not installed; 2 usage.
+cannot be written or is the run itself, or plotly is not installed; 2 usage.
 """
 
 from __future__ import annotations
@@ -59,7 +59,10 @@ def add_report_command(commands: argparse._SubParsersAction[argparse.ArgumentPar
         "--html",
         required=True,
         metavar="OUT",
-        help="where to write the page ('-': standard output); an existing file is replaced",
+        help=(
+            "where to write the page ('-': standard output); an existing file is replaced,"
+            " never the run itself"
+        ),
     )
     report.set_defaults(handler=_report)
 
@@ -100,6 +103,10 @@ def _report(args: argparse.Namespace) -> int:
 
     path: Path = args.mcap  # PATH or --mcap, resolved by the parser (analysis._cli_args)
     out: str = args.html
+    if out != _STDOUT and _same_file(path, Path(out)):
+        return _error(
+            f"will not write the report over the run itself ({out}): choose another --html"
+        )
     try:
         verification, report = read_run(path)
     except LogFormatError as exc:
@@ -124,6 +131,13 @@ def _report(args: argparse.Namespace) -> int:
     )
     print(printable(line, limit=_MAX_ERROR), file=sys.stderr)
     return _EXIT_OK
+
+
+def _same_file(run: Path, out: Path) -> bool:
+    try:
+        return out.exists() and run.exists() and run.samefile(out)
+    except OSError:  # unreadable: the read or the write that follows says so
+        return False
 
 
 def _version() -> str:

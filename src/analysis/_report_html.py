@@ -172,10 +172,10 @@ def _stats_table(caption: str, rows: Sequence[tuple[str, LatencyStats]]) -> str:
 
 
 def _overview_html(page: ReportPage) -> str:
-    when = "no decisions"
+    when = ""
     if page.first_ns is not None and page.last_ns is not None:
         span = format_duration(page.last_ns - page.first_ns)
-        when = f"from {utc_text(page.first_ns)} to {utc_text(page.last_ns)} ({span})"
+        when = f", from {utc_text(page.first_ns)} to {utc_text(page.last_ns)} ({span})"
     tables = [
         _pairs_table("decisions per verdict", ("verdict", "decisions"), page.verdict_counts),
         _pairs_table(
@@ -189,7 +189,7 @@ def _overview_html(page: ReportPage) -> str:
         )
     return (
         '<section id="overview"><h2>Overview</h2>'
-        f"<p><strong>{page.total_decisions}</strong> decision(s), {_e(when)};"
+        f"<p><strong>{page.total_decisions}</strong> decision(s){_e(when)};"
         f" {page.unresolved_pending} pending decision(s) no approval of the run resolves.</p>"
         f'<div class="facts-row">{"".join(tables)}</div></section>'
     )

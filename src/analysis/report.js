@@ -213,7 +213,8 @@
     }
     tbody.textContent = "";
     tbody.appendChild(fragment);
-    var shown = view.length === 0 ? "no decision matches"
+    var shown = count === 0 ? "no decisions in this run"
+      : view.length === 0 ? "no decision matches"
       : "decisions " + (start + 1).toLocaleString("en") + "\u2013" + end.toLocaleString("en")
         + " of " + view.length.toLocaleString("en") + " shown";
     byId("table-status").textContent = shown

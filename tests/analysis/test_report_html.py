@@ -196,6 +196,17 @@ def test_the_page_is_the_same_for_the_same_run() -> None:
     assert render_report_html(page, name="r") == render_report_html(page, name="r")
 
 
+def test_the_overview_says_how_many_decisions_over_what_time() -> None:
+    records = [decision(0, timestamp_ns=1_500_000), decision(1, timestamp_ns=2_000_000)]
+    text = render_report_html(page_of(records), name="r").decode()
+    assert (
+        "<strong>2</strong> decision(s), from 1970-01-01 00:00:00.001500000 UTC to"
+        " 1970-01-01 00:00:00.002000000 UTC (500 µs); 0 pending" in text
+    )
+    empty = render_report_html(page_of([]), name="r").decode()
+    assert "<strong>0</strong> decision(s); 0 pending" in empty
+
+
 def test_a_run_without_decisions_has_a_page_without_charts() -> None:
     parsed = _parse(render_report_html(page_of([]), name="empty.mcap"))
     assert json.loads(parsed.scripts[0][1]) == []

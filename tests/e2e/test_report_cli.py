@@ -103,6 +103,18 @@ def test_an_output_that_cannot_be_written_is_exit_1(demo_run: Path, tmp_path: Pa
     assert_one_error_line(result, "cannot write", "No such file or directory")
 
 
+def test_the_report_never_replaces_the_run(demo_run: Path, tmp_path: Path) -> None:
+    copy = tmp_path / "run.mcap"
+    copy.write_bytes(demo_run.read_bytes())
+    alias = tmp_path / "alias.mcap"
+    alias.symlink_to(copy)
+    for out in (copy, alias):
+        result = _report(copy, out)
+        assert result.returncode == 1
+        assert_one_error_line(result, "will not write the report over the run itself")
+    assert copy.read_bytes() == demo_run.read_bytes()
+
+
 @pytest.mark.parametrize(
     "arguments", [["report"], ["report", "run.mcap"], ["report", "--html", "x.html"]]
 )
