@@ -1,6 +1,7 @@
 """The ``ghost`` command line: ``verify``, ``trace-decisions``, ``summary`` (in
-``analysis._cli_summary``), ``demo``, ``keygen``, ``prove``, ``verify-proof``,
-``approvals`` (in ``analysis._cli_approvals``), ``--version``.
+``analysis._cli_summary``), ``report`` (in ``analysis._cli_report``), ``demo``,
+``keygen``, ``prove``, ``verify-proof``, ``approvals`` (in ``analysis._cli_approvals``),
+``--version``.
 
 Exit codes follow SPEC §6 (ADR 0013):
 
@@ -46,6 +47,7 @@ from typing import TYPE_CHECKING, Any, Final, cast
 
 from analysis._cli_approvals import EXIT_REFUSED, add_approval_commands
 from analysis._cli_args import add_run_argument, resolve_run_argument
+from analysis._cli_report import add_report_command
 from analysis._cli_summary import add_summary_command
 from analysis._printable import printable
 
@@ -196,6 +198,7 @@ def _make_parser() -> argparse.ArgumentParser:
     trace.set_defaults(handler=_trace_decisions)
 
     add_summary_command(commands)
+    add_report_command(commands)
 
     demo = commands.add_parser(
         "demo",
