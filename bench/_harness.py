@@ -47,6 +47,8 @@ class Section:
     description: str
     rows: tuple[Row, ...]
     notes: tuple[str, ...] = field(default=())
+    kept: str | None = None
+    """The section's text as an earlier run wrote it, when it was not re-measured."""
 
 
 def interleaved(
@@ -75,6 +77,9 @@ def render(sections: Sequence[Section], *, header: Sequence[str]) -> str:
     """The markdown of BENCHMARKS.md."""
     lines = list(header)
     for section in sections:
+        if section.kept is not None:
+            lines += ["", f"## {section.title}", "", section.kept]
+            continue
         lines += ["", f"## {section.title}", "", section.description, ""]
         lines += ["| what | value | ratio | target | holds |", "|---|---:|---:|---|:---:|"]
         for row in section.rows:

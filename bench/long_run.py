@@ -112,7 +112,7 @@ def _measure(command: Sequence[str | Path]) -> tuple[float, int]:
 def run(*, quick: bool = False) -> list[Section]:
     """The long-run section of BENCHMARKS.md."""
     decisions = 20_000 if quick else 1_000_000
-    ghost = [sys.executable, "-m", "analysis"]
+    ghost: list[str | Path] = [sys.executable, "-m", "analysis"]
     rows: list[Row] = []
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "long.mcap"
@@ -124,7 +124,7 @@ def run(*, quick: bool = False) -> list[Section]:
         records = floor(path)
         floor_s = time.perf_counter() - started
         rows.append(Row(f"floor: stream, decode, hash ({records:,} records)", floor_s, "s", 1.0))
-        commands = {
+        commands: dict[str, list[str | Path]] = {
             "ghost summary": [*ghost, "summary", path],
             "ghost report --html": [*ghost, "report", path, "--html", Path(tmp) / "report.html"],
         }
@@ -144,11 +144,12 @@ def run(*, quick: bool = False) -> list[Section]:
     )
     return [
         Section(
-            f"A run of {decisions:,} decisions",
+            "A long run: ghost summary and ghost report",
             (
-                "Wall time of each command in its own process on one sealed run made from the"
-                " real gate's records (bench/long_run.py); ratio: to the floor (the `mcap`"
-                " stream reader, `json.loads` and SHA-256 of every message) on the same file."
+                f"A sealed run of {decisions:,} decisions made from the real gate's records"
+                " (bench/long_run.py). Wall time of each command in its own process; ratio:"
+                " to the floor (the `mcap` stream reader, `json.loads` and SHA-256 of every"
+                " message) on the same file."
             ),
             tuple(rows),
             notes=notes,

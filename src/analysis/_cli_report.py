@@ -5,7 +5,8 @@
     ghost report PATH --html OUT
     ghost report --mcap PATH --html OUT      (OUT '-': standard output)
 
-Reads the run (`read_run`: the integrity verdict and the decision trace),
+Reads the run once (`analysis._analyze.analyze_run`: the integrity verdict and
+the decision trace, with a progress bar on stderr for a large file at a terminal),
 computes the page's aggregates (`analysis._report_data`), renders it
 (`analysis._report_html`, with plotly, the optional extra
 ``ghost-sdk[report]``) and writes it. One line on stderr says what was
@@ -22,15 +23,11 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Final
+from typing import Final
 
 from analysis._cli_args import add_run_argument
 
-if TYPE_CHECKING:
-    from analysis._trace_model import DecisionTraceReport
-    from analysis._verify_model import RunVerification
-
-__all__ = ["add_report_command", "read_run"]
+__all__ = ["add_report_command"]
 
 _EXIT_OK: Final = 0
 _EXIT_FAILURE: Final = 1
@@ -67,18 +64,6 @@ def add_report_command(commands: argparse._SubParsersAction[argparse.ArgumentPar
     report.set_defaults(handler=_report)
 
 
-def read_run(path: Path) -> tuple[RunVerification, DecisionTraceReport]:
-    """The run's integrity verdict and its decision trace report (two reads of the file).
-
-    Raises:
-        LogFormatError: the file cannot be read as a ghost run.
-    """
-    from analysis._decision_trace import build_decision_trace_report
-    from analysis._verify import verify_run
-
-    return verify_run(path), build_decision_trace_report(path)
-
-
 def _error(message: str) -> int:
     from analysis._printable import printable
 
@@ -99,6 +84,8 @@ def _report(args: argparse.Namespace) -> int:
             f"`ghost report` draws its charts with plotly, which cannot be imported ({exc}):"
             f" {_INSTALL_HINT}"
         )
+    from analysis._analyze import analyze_run
+    from analysis._cli_progress import progress_bar
     from analysis._report_data import build_report_page
 
     path: Path = args.mcap  # PATH or --mcap, resolved by the parser (analysis._cli_args)
@@ -108,9 +95,11 @@ def _report(args: argparse.Namespace) -> int:
             f"will not write the report over the run itself ({out}): choose another --html"
         )
     try:
-        verification, report = read_run(path)
+        with progress_bar(path) as progress:
+            analysis = analyze_run(path, progress=progress)
     except LogFormatError as exc:
         return _error(f"cannot read {exc.path}: {exc.problem}")
+    verification, report = analysis.verification, analysis.report
     page = build_report_page(verification, report)
     data = render_report_html(page, name=str(path), version=_version())
     if out == _STDOUT:
