@@ -57,11 +57,13 @@ def main(argv: list[str] | None = None) -> int:
         sections.extend(produced)
     if args.only is not None and args.output.exists():
         sections = _merged(args.output.read_text(), sections)
+    # With --only, the other sections keep the command that made them; each fresh one names its own.
+    quick = " --quick" if args.quick and args.only is None else ""
     header = [
         "# Benchmarks",
         "",
         (
-            f"Produced by `make bench` (`python -m bench.run{' --quick' if args.quick else ''}`)"
+            f"Produced by `make bench` (`python -m bench.run{quick}`)"
             " — rewritten on every run. Ratios are against a peer or floor measured in the"
             " same interleaved rounds; absolute times are for context only."
         ),
