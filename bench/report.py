@@ -35,19 +35,10 @@ from analysis._report_html import render_report_html
 from analysis._trace_model import ANALYSIS_VERSION
 from analysis._verify_model import RunStatus, RunVerification
 from bench._harness import Row, Section
+from tools.report_browser import CHROMIUM_ARGS
 
-__all__ = ["CHROMIUM_ARGS", "load_in_chromium", "run", "synthetic_report"]
+__all__ = ["load_in_chromium", "run", "synthetic_report"]
 
-CHROMIUM_ARGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
 _VERDICTS = ("allow",) * 14 + ("narrow", "scrub", "scrub", "pending", "deny", "deny")
 _AGENTS = tuple(f"agent-{index}" for index in range(10))
 _VERBS = ("read", "query", "search", "send", "refund", "fetch", "write", "delete")
@@ -116,7 +107,7 @@ def load_in_chromium(page_path: Path) -> dict[str, float] | None:
     if chromium is None:
         return None
     with sync_playwright() as driver:
-        browser = driver.chromium.launch(executable_path=chromium, args=CHROMIUM_ARGS)
+        browser = driver.chromium.launch(executable_path=chromium, args=list(CHROMIUM_ARGS))
         page = browser.new_page(viewport={"width": 1280, "height": 900})
         start = time.perf_counter()
         page.goto(page_path.as_uri(), timeout=300_000)

@@ -144,3 +144,19 @@ def write_run(
     if close:
         sink.close()
     return sink
+
+
+def write_tampered_run(directory: Path, *, decisions: int = 3) -> Path:
+    """Write a sealed run and a copy whose pending decision now says allow; return the copy."""
+    from tests.audit.mcap_tools import rewrite_mcap
+
+    honest, edited = directory / "honest.mcap", directory / "edited.mcap"
+    write_run(honest, decisions=decisions)
+
+    def allow_the_pending_one(topic: str, data: bytes) -> bytes:
+        if topic == "/decisions":
+            return data.replace(b'"verdict":"pending"', b'"verdict":"allow"')
+        return data
+
+    rewrite_mcap(honest, edited, allow_the_pending_one)
+    return edited

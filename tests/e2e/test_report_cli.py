@@ -8,9 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.audit.mcap_tools import rewrite_mcap
 from tests.e2e.test_cli import assert_one_error_line, ghost
-from tests.records import write_run
+from tests.records import write_run, write_tampered_run
 
 pytest.importorskip("plotly", reason="the report extra (plotly) is not installed")
 
@@ -70,15 +69,7 @@ def test_a_truncated_run_gets_a_page_that_says_so(tmp_path: Path) -> None:
 
 
 def test_a_tampered_run_gets_a_page_that_says_so_and_lists_problems(tmp_path: Path) -> None:
-    honest, edited = tmp_path / "honest.mcap", tmp_path / "edited.mcap"
-    write_run(honest, decisions=3)
-
-    def allow_the_pending_one(topic: str, data: bytes) -> bytes:
-        if topic == "/decisions":
-            return data.replace(b'"verdict":"pending"', b'"verdict":"allow"')
-        return data
-
-    rewrite_mcap(honest, edited, allow_the_pending_one)
+    edited = write_tampered_run(tmp_path)
 
     result = _report(edited, tmp_path / "edited.html")
 

@@ -15,9 +15,15 @@ from audit import McapAuditSink
 from runtime import make_uuid7
 from runtime.testing import ManualClock
 from tests.analysis.test_trace_statistics import MS, _write_known_run
-from tests.audit.mcap_tools import rewrite_mcap
 from tests.e2e.test_cli import assert_one_error_line, ghost
-from tests.records import STAMP_NS, assessment, decision, make_run_start, write_run
+from tests.records import (
+    STAMP_NS,
+    assessment,
+    decision,
+    make_run_start,
+    write_run,
+    write_tampered_run,
+)
 
 
 @pytest.fixture
@@ -130,15 +136,7 @@ def test_a_truncated_run_says_so_first(tmp_path: Path) -> None:
 
 
 def test_a_tampered_run_says_so_first(tmp_path: Path) -> None:
-    honest, edited = tmp_path / "honest.mcap", tmp_path / "edited.mcap"
-    write_run(honest, decisions=3)
-
-    def allow_the_pending_one(topic: str, data: bytes) -> bytes:
-        if topic == "/decisions":
-            return data.replace(b'"verdict":"pending"', b'"verdict":"allow"')
-        return data
-
-    rewrite_mcap(honest, edited, allow_the_pending_one)
+    edited = write_tampered_run(tmp_path)
     lines = _lines(edited)
     assert lines[1] == "integrity: TAMPERED: the log fails its integrity checks"
     assert "problem(s): run `ghost verify` on the file to list them" in lines[2]
