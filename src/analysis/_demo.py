@@ -342,6 +342,8 @@ def _print_summary(
     )
     print(f"full report: {report_path}  (ghost trace-decisions --mcap {out})", file=print_)
     print(f"verify it:   ghost verify --mcap {out}", file=print_)
+    page = out.with_suffix(".html")
+    print(f"see it:      ghost report {out} --html {page}  (the report extra)", file=print_)
 
 
 def _check_replaceable(out: Path, report_path: Path, policy_id: str) -> bool:

@@ -45,6 +45,16 @@ def test_demo_writes_a_verified_run_with_every_verdict(tmp_path: Path) -> None:
         check=False,
     )
     assert verified.returncode == 0, verified.stdout
+    # The page it points to is made by the command it prints.
+    (hint,) = [line for line in result.stdout.splitlines() if line.startswith("see it:")]
+    command = hint.removeprefix("see it:").split("(")[0].split()
+    assert command[:2] == ["ghost", "report"]
+    page = subprocess.run(
+        [sys.executable, "-m", "analysis", *command[1:]], capture_output=True, timeout=120
+    )
+    assert page.returncode == 0, page.stderr
+    assert b"the run is INTACT" in page.stderr
+    assert out.with_suffix(".html").read_bytes().startswith(b"<!DOCTYPE html>")
 
     # The report printed and saved is the one built from the file.
     saved = decode_decision_trace_report_from_json(out.with_suffix(".trace.json").read_bytes())
