@@ -101,7 +101,25 @@ class JumpingLoop(asyncio.SelectorEventLoop):
         return super().run_in_executor(executor, func, *args)
 
 
-def run_jumping(loop: JumpingLoop, main: Callable[[], Coroutine[Any, Any, T]]) -> T:
-    """Run ``main()`` to completion on ``loop``, then close the loop."""
+def run_jumping(
+    loop: JumpingLoop, main: Callable[[], Coroutine[Any, Any, T]], *, bound_s: float = 20.0
+) -> T:
+    """Run ``main()`` to completion on ``loop``, then close the loop.
+
+    A waiter that asks for no timer and is never woken would leave the loop idle
+    for good: after ``bound_s`` of real time it is cancelled (the test fails,
+    with CancelledError), far beyond what any passing run takes.
+    """
+
+    async def bounded() -> T:
+        task = asyncio.current_task()
+        assert task is not None
+        watchdog = threading.Timer(bound_s, loop.call_soon_threadsafe, args=(task.cancel,))
+        watchdog.start()
+        try:
+            return await main()
+        finally:
+            watchdog.cancel()
+
     with asyncio.Runner(loop_factory=lambda: loop) as runner:
-        return runner.run(main())
+        return runner.run(bounded())

@@ -328,8 +328,11 @@ def test_a_waiter_that_gives_up_leaves_the_others_on_its_decision_waiting(
 
     async def main() -> tuple[Approval, Approval]:
         staying = asyncio.create_task(gate.approvals.wait_async(decision.decision_id, math.inf))
-        while decision.decision_id not in gate.approvals._async_waiters:  # registered
+        for _ in range(int(BOUND / 0.01)):  # until it is registered, bounded
+            if decision.decision_id in gate.approvals._async_waiters:
+                break
             await asyncio.sleep(0.01)
+        assert decision.decision_id in gate.approvals._async_waiters
         with pytest.raises(TimeoutError):
             await gate.approvals.wait_async(decision.decision_id, 0)  # another one gives up
         approval = await asyncio.to_thread(
