@@ -34,7 +34,23 @@ def real(monkeypatch: pytest.MonkeyPatch) -> StoppedTime:
 
 class ClaimedElsewhere(MemoryApprovalStore):
     """A real memory store where another agent claims to log every resolution the moment it
-    is stored, and then logs nothing (it hangs, or died): no queue here may log it."""
+    is stored, and then logs nothing (it hangs, or died): no queue here may log it.
+
+    ``claims`` counts this process's attempts to claim; more than ``max_claims`` stop
+    the caller with an AssertionError (a resolver that never pauses would spin).
+    """
+
+    def __init__(self, max_claims: int = 1_000) -> None:
+        super().__init__()
+        self.claims = 0
+        self.max_claims = max_claims
+
+    def claim_recording(self, decision_id: str, claimant: str, **times: int) -> bool:
+        if claimant != "another-agent":
+            self.claims += 1
+            if self.claims > self.max_claims:
+                raise AssertionError(f"more than {self.max_claims} claims: a loop without pause")
+        return super().claim_recording(decision_id, claimant, **times)
 
     def resolve(self, resolution: Resolution) -> Resolution:
         stored = super().resolve(resolution)
@@ -113,6 +129,24 @@ def test_a_waiter_pauses_one_poll_interval_at_a_time_then_what_is_left_of_its_ti
     assert sink.records("/approvals") == ()
 
 
+def test_an_async_waiter_sees_a_resolution_made_elsewhere_at_its_first_poll(
+    real: StoppedTime, clock: ManualClock
+) -> None:
+    gate, sink, store = make_gate(clock, poll_s=POLL_S)
+    decision = held(gate)
+    store.resolve(Resolution(decision.decision_id, "approved", "bob", clock.time_ns()))  # by CLI
+    loop = JumpingLoop(real, clock)
+
+    async def main() -> str:
+        approval = await gate.approvals.wait_async(decision.decision_id, timeout_s=5)
+        return approval.outcome
+
+    assert run_jumping(loop, main) == "approved"
+    assert loop.pauses == [2.0]  # one interval, then the poll found it
+    assert loop.hops == 2  # its first read, and that poll
+    assert _outcomes(sink) == ["approved"]
+
+
 def test_a_waiter_with_a_nanosecond_of_its_timeout_left_pauses_that_nanosecond(
     real: StoppedTime, clock: ManualClock
 ) -> None:
@@ -187,13 +221,15 @@ def test_past_the_deadline_a_waiter_looks_once_per_interval_while_another_agent_
 def test_a_resolver_gives_up_a_lease_and_one_interval_after_another_agent_claimed_its_record(
     real: StoppedTime, clock: ManualClock
 ) -> None:
-    gate, sink, store = make_gate(clock, store=ClaimedElsewhere(), poll_s=1)
+    store = ClaimedElsewhere()
+    gate, sink, _ = make_gate(clock, store=store, poll_s=1)
     decision = held(gate)
     with pytest.raises(AuditError, match=r"is stored, but no log holds it yet \(another process"):
         gate.approvals.resolve(decision.decision_id, approved=True, approver="alice")
     # It looked once per poll interval, and gave up when the lease and one more interval
     # had passed: exactly then, not an interval later.
     assert real.sleeps == [1.0] * (CLAIM_LEASE_NS // S + 1)
+    assert store.claims == len(real.sleeps) + 1  # a look, then a pause, ..., a last look
     assert sink.records("/approvals") == ()
     ((pending, resolution),) = store.unrecorded()  # stored: a later sweep may still log it
     assert (pending.decision_id, resolution.outcome) == (decision.decision_id, "approved")
