@@ -387,15 +387,23 @@ class ApprovalQueue:
             for decision_id in decision_ids:
                 heapq.heappush(self._deadlines, (now, decision_id))
 
-    def _poll(self, *, force: bool) -> None:
+    def _take_poll(self, *, force: bool = False) -> bool:
+        """Whether the caller looks at the store now: a poll interval has passed, or ``force``.
+
+        Taking the slot starts the next interval, so of many callers at once one polls.
+        """
         real = time.monotonic_ns()
         with self._cond:
-            if not force and real < self._next_poll_ns:
-                return
-            self._next_poll_ns = real + self._poll_ns
+            taken = force or real >= self._next_poll_ns
+            if taken:
+                self._next_poll_ns = real + self._poll_ns
+        return taken
+
+    def _poll(self, *, force: bool) -> None:
         # Whoever takes the poll slot polls for everyone, async waiters included: a busy
         # gate must not starve them of a resolution another queue logged.
-        self._poll_for_waiters()
+        if self._take_poll(force=force):
+            self._poll_for_waiters()
 
     def _record_unrecorded(self) -> None:
         """Record the store's resolutions that no log holds yet, of the decisions we know."""
@@ -420,16 +428,13 @@ class ApprovalQueue:
         """For an async waiter: the sweep due now, claimed so that no other waiter runs it.
 
         The due deadlines are taken off the heap and the poll slot is taken here,
-        under the lock: a thousand waiters waking at once start one sweep, not a
-        thousand. Returns None when nothing is due.
+        each under the lock: a thousand waiters waking at once start one sweep, not
+        a thousand. Returns None when nothing is due.
         """
         now = self._clock.time_ns()
-        real = time.monotonic_ns()
         with self._cond:
             due = self._pop_due(now)
-            poll = real >= self._next_poll_ns
-            if poll:
-                self._next_poll_ns = real + self._poll_ns
+        poll = self._take_poll()
         if not due and not poll:
             return None
         return lambda: self._sweep(due, now, self._poll_for_waiters if poll else _nothing)
@@ -495,9 +500,10 @@ class ApprovalQueue:
             woken = self._async_waiters.pop(approval.decision_id, [])
             self._cond.notify_all()
         for loop, waiter in woken:
-            # A closed loop raises RuntimeError: nobody waits there any more.
+            # Each future is woken once: its list was popped above, under the lock. A
+            # closed loop raises RuntimeError: nobody waits there any more.
             with contextlib.suppress(RuntimeError):
-                loop.call_soon_threadsafe(_wake, waiter)
+                loop.call_soon_threadsafe(waiter.set_result, None)
 
     def _expire_one(self, pending: PendingApproval, now: int) -> Resolution:
         # At or after the deadline, so check_resolution accepts it by construction.
@@ -543,8 +549,3 @@ class ApprovalQueue:
 
 def _nothing() -> None:
     return None
-
-
-def _wake(waiter: asyncio.Future[None]) -> None:
-    if not waiter.done():
-        waiter.set_result(None)
