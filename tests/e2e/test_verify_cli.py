@@ -426,7 +426,7 @@ def test_in_process_an_unexpected_error_is_one_line_exit_1(
     def explode(*args: object, **kwargs: object) -> None:
         raise RuntimeError("boom\nsecond line")
 
-    monkeypatch.setattr("analysis._verify.verify_run", explode)
+    monkeypatch.setattr("analysis._verify.verify_items", explode)
 
     assert main(["verify", "--mcap", str(sealed_run)]) == 1
     captured = capsys.readouterr()
@@ -442,7 +442,7 @@ def test_in_process_an_interrupt_exits_130(
     def interrupt(*args: object, **kwargs: object) -> None:
         raise KeyboardInterrupt
 
-    monkeypatch.setattr("analysis._verify.verify_run", interrupt)
+    monkeypatch.setattr("analysis._verify.verify_items", interrupt)
 
     assert main(["verify", "--mcap", str(sealed_run)]) == 130
     assert capsys.readouterr().err == "ghost: interrupted\n"
