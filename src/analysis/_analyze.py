@@ -126,11 +126,6 @@ def _reported(
 
 
 def _traced(items: Iterable[RunItem], builder: TraceBuilder) -> Iterator[RunItem]:
-    from audit import LoggedRecord, ReadProblem
-
     for item in items:
-        if isinstance(item, LoggedRecord):
-            builder.record(item)
-        elif isinstance(item, ReadProblem):
-            builder.read_problem(item.message)
+        builder.take(item)
         yield item

@@ -143,15 +143,12 @@ def trace_items(items: Iterable[RunItem]) -> DecisionTraceReport:
     Raises:
         audit.LogFormatError: as `audit.iter_run`.
     """
-    from audit import LoggedRecord, ReadEnd, ReadProblem
+    from audit import ReadEnd
 
     builder = TraceBuilder()
     for item in items:
-        if isinstance(item, LoggedRecord):
-            builder.record(item)
-        elif isinstance(item, ReadProblem):
-            builder.read_problem(item.message)
-        elif isinstance(item, ReadEnd):
+        builder.take(item)
+        if isinstance(item, ReadEnd):
             return builder.finish(source_sha256=item.source_sha256, truncated=item.truncated)
     raise ValueError("the stream ended without a ReadEnd: it is not what audit.iter_run yields")
 
@@ -176,11 +173,12 @@ def trace_run(run: RunLog) -> DecisionTraceReport:
 class TraceBuilder:
     """The decision trace of a run, built one record at a time as the reader streams them.
 
-    Feed it every `audit.LoggedRecord` with `record` and every reader problem with
-    `read_problem`, in any order the reader yields them, then call `finish`
-    once. Records are put back in file order (`LoggedRecord.position`) at the
-    end, so a record the reader yields late (its channel defined later in a
-    damaged file) is traced where the file holds it, as `audit.read_run` would.
+    Feed it the items of `audit.iter_run` with `take` (or records and reader
+    problems with `record` and `read_problem`), in the order the reader yields
+    them, then call `finish` once. Records are put back in file order
+    (`LoggedRecord.position`) at the end, so a record the reader yields late
+    (its channel defined later in a damaged file) is traced where the file
+    holds it, as `audit.read_run` would.
 
     What it holds is what the report keeps. A decision is paired with the
     assessment held for its id when it arrives, and only its report record
@@ -218,6 +216,15 @@ class TraceBuilder:
         # The two records furthest into the file: whether the run is sealed.
         self._last_two: list[LoggedRecord] = []
         self._count = 0
+
+    def take(self, item: RunItem) -> None:
+        """Trace one item of `audit.iter_run`: a record, or a problem the reader found."""
+        from audit import LoggedRecord, ReadProblem
+
+        if isinstance(item, LoggedRecord):
+            self.record(item)
+        elif isinstance(item, ReadProblem):
+            self.read_problem(item.message)
 
     def read_problem(self, message: str) -> None:
         """Note damage the reader found (listed first among the report's problems)."""

@@ -182,8 +182,8 @@ def test_no_bar_when_piped_or_for_a_small_file(tmp_path: Path) -> None:
         assert small is None
     with progress_bar(path, stream=_Terminal(), min_bytes=size) as big:
         assert big is not None
-    with progress_bar(tmp_path / "missing.mcap", stream=_Terminal(), min_bytes=0) as gone:
-        assert gone is not None  # the reader, not the bar, says the file is missing
+    with progress_bar(tmp_path / "missing.mcap", stream=_Terminal()) as gone:
+        assert gone is None  # no size to show; the reader says the file is missing
 
 
 def _sealed_run(path: Path, records: list[tuple[str, dict[str, Any]]]) -> dict[str, str]:
@@ -247,3 +247,19 @@ def test_an_assessment_replaced_after_its_decision_repairs_the_pairing(tmp_path:
     assert record.chain_status.value == "no_assessment_claimed"
     assert report.duplicate_assessment_count == 1
     assert addresses["first"] != addresses["second"]
+
+
+def test_damage_the_reader_finds_is_listed_first_among_the_reports_problems(
+    tmp_path: Path,
+) -> None:
+    path = _runs(tmp_path)["known"]
+    data = bytearray(path.read_bytes())
+    data[len(data) // 2] ^= 0xFF  # inside a chunk: its CRC no longer matches
+    path.write_bytes(bytes(data))
+    damage = read_run(path).problems
+    assert damage  # the reader saw it
+
+    report = analyze_run(path).report
+
+    assert report.problems[: len(damage)] == damage
+    assert report == build_decision_trace_report(path) == trace_run(read_run(path))
