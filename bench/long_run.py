@@ -98,17 +98,16 @@ def write_long_run(path: Path, decisions: int, *, seed: int = 0) -> None:
 
 def _measure(command: Sequence[str | Path], output: Path) -> tuple[float, int]:
     """Run ``command`` (stdout to ``output``); return its wall seconds and peak resident bytes."""
+    errors = output.with_suffix(".err")
     started = time.perf_counter()
-    with output.open("wb") as stdout:
-        process = subprocess.Popen(  # noqa: S603 - our own CLI, no shell
-            list(command), stdout=stdout, stderr=subprocess.PIPE
-        )
+    # Both streams to files: a pipe that fills up would stall the child while we wait.
+    with output.open("wb") as stdout, errors.open("wb") as stderr:
+        process = subprocess.Popen(list(command), stdout=stdout, stderr=stderr)  # noqa: S603
         _, status, usage = os.wait4(process.pid, 0)
     elapsed = time.perf_counter() - started
-    process.returncode = os.waitstatus_to_exitcode(status)
-    stderr = process.stderr.read().decode() if process.stderr else ""
-    if process.returncode != 0:
-        raise RuntimeError(f"{command} exited {process.returncode}: {stderr}")
+    code = process.returncode = os.waitstatus_to_exitcode(status)
+    if code != 0:
+        raise RuntimeError(f"{command} exited {code}: {errors.read_text(errors='replace')}")
     return elapsed, usage.ru_maxrss * 1024  # Linux reports KiB
 
 
