@@ -1,0 +1,1 @@
+"""Tests of runtime.integrations: each adapter against its real framework, offline."""
