@@ -40,7 +40,7 @@ from runtime._action import Action, Decision
 from runtime._approval import approval_terms
 from runtime._approval_queue import ApprovalQueue
 from runtime._approval_store import ApprovalStore, MemoryApprovalStore, PendingApproval
-from runtime._canonical import value_sha256
+from runtime._canonical import jcs_bytes, value_sha256
 from runtime._clock import Clock, SystemClock
 from runtime._derivation import Outcome, derive, safe_reason
 from runtime._errors import ActionDenied, ApprovalPending, AuditError
@@ -52,7 +52,7 @@ from runtime._recorded import RecordedText, type_name
 from runtime._scrub import Scrubber
 from runtime._sink import AuditSink, RunStart
 from runtime._snapshot import ActionSnapshot, Snapshotter, ToData
-from runtime._tracing import DecisionTrace, Tracing
+from runtime._tracing import DecisionTrace, Tracing, span_attributes
 from runtime._verdict import RuntimeVerdict
 from runtime._version import SDK_VERSION
 
@@ -64,6 +64,7 @@ DEFAULT_MAX_NAME_CHARS: Final = 4096
 DEFAULT_APPROVAL_POLL_S: Final = 0.2
 _MAX_POLL_S: Final = 60.0
 _INT64_MAX: Final = 2**63 - 1
+ARGUMENTS_ATTRIBUTE: Final = "gen_ai.tool.call.arguments"
 _log = get_event_log("ghost.gate")
 
 # Read straight from Action's slots, so that a subclass's properties never run.
@@ -80,6 +81,15 @@ class _Times:
     verdict_stamp_ns: int  # wall clock at the verdict: the decision's stamp
     latency_ns: int  # monotonic, entry -> verdict
     verdict_ns: int  # monotonic at the verdict: where an approval's wait_ns starts
+
+
+@dataclass(frozen=True, slots=True)
+class _Names:
+    """The action's agent, verb and resource in the escaped, scrubbed form the log keeps."""
+
+    agent: str
+    verb: str
+    resource: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -113,6 +123,11 @@ class Gate:
             lets another process resolve). Reached as `approvals`.
         approval_poll_s: how often waiters (and the gate) look at the store for
             resolutions made by another process (default 0.2 s).
+        span_arguments: opt in to the arguments on the decision's span
+            (``gen_ai.tool.call.arguments``): the arguments that run, as
+            canonical JSON scrubbed by every detector and bounded like the
+            log's text; never for ``deny``. Off by default: no argument value
+            reaches a span attribute (SPEC §7).
 
     If the sink offers ``on_close(callback)`` (both of ``audit``'s sinks do), the
     gate registers its approval queue there, so that expiries due by then are
@@ -123,7 +138,8 @@ class Gate:
             held unrecorded (from an earlier run) could not be recorded.
         ValueError: ``max_name_chars`` is not a positive integer, or
             ``approval_poll_s`` is not a positive finite number of seconds.
-        TypeError: ``to_data`` is not callable, or ``approvals`` is not an `ApprovalStore`.
+        TypeError: ``to_data`` is not callable, ``approvals`` is not an `ApprovalStore`,
+            or ``span_arguments`` is not a bool.
     """
 
     __slots__ = (
@@ -134,6 +150,7 @@ class Gate:
         "_scrubber",
         "_sink",
         "_snapshotter",
+        "_span_arguments",
         "_tracing",
     )
 
@@ -149,6 +166,7 @@ class Gate:
         max_name_chars: int = DEFAULT_MAX_NAME_CHARS,
         approvals: ApprovalStore | None = None,
         approval_poll_s: float = DEFAULT_APPROVAL_POLL_S,
+        span_arguments: bool = False,
     ) -> None:
         if (
             type(approval_poll_s) not in (int, float)
@@ -161,6 +179,11 @@ class Gate:
         store: ApprovalStore = MemoryApprovalStore() if approvals is None else approvals
         if not isinstance(store, ApprovalStore):
             raise TypeError(f"approvals must be an ApprovalStore, not {type_name(store)}")
+        if type(span_arguments) is not bool:
+            raise TypeError(
+                f"span_arguments must be True or False, not {type_name(span_arguments)}"
+            )
+        self._span_arguments = span_arguments
         self._policy = policy
         self._sink = sink
         self._clock: Clock = clock if clock is not None else SystemClock()
@@ -285,9 +308,10 @@ class Gate:
                 stage_ns[stage] = 0
                 if "ClockError" not in errors:
                     errors.append("ClockError")
+        names = self._names(snapshot, fields)
         try:
             try:
-                self._end_span(trace, outcome, decision_id)
+                self._end_span(trace, outcome, decision_id, names)
             except Exception as exc:
                 raise _HostFailure("ending the decision's span") from exc
         except _HostFailure as failure:  # the host's span processor failed: deny
@@ -296,8 +320,7 @@ class Gate:
         if trace.rejected is not None:
             _log.warning("ghost.traceparent_rejected", decision_id=decision_id, why=trace.rejected)
         return self._record(
-            snapshot,
-            fields,
+            names,
             decision_id,
             _Times(stamp_ns, max(verdict_stamp_ns, stamp_ns), latency_ns, end_ns),
             trace,
@@ -375,21 +398,47 @@ class Gate:
                 errors.append(name)
         return Outcome(RuntimeVerdict.DENY, self._recorded(reason), None, {}, (), (), (), stage_ns)
 
-    @staticmethod
-    def _end_span(trace: DecisionTrace, outcome: Outcome, decision_id: str) -> None:
+    def _end_span(
+        self, trace: DecisionTrace, outcome: Outcome, decision_id: str, names: _Names
+    ) -> None:
         span = trace.span
         if span.is_recording():
-            span.set_attribute("ghost.decision_id", decision_id)
-            span.set_attribute("ghost.verdict", outcome.verdict.value)
-            if outcome.matched_policy is not None:
-                span.set_attribute("ghost.matched_policy", outcome.matched_policy)
-            span.set_attribute("ghost.trace_origin", trace.origin)
+            attributes = span_attributes(
+                decision_id=decision_id,
+                verdict=outcome.verdict,
+                matched_policy=outcome.matched_policy,
+                origin=trace.origin,
+                policy_id=self._policy.policy_id,
+                agent=names.agent,
+                tool=names.verb,
+            )
+            if self._span_arguments and outcome.verdict is not RuntimeVerdict.DENY:
+                attributes[ARGUMENTS_ATTRIBUTE] = self._arguments_text(outcome.args)
+            span.set_attributes(attributes)
         span.end()
+
+    def _arguments_text(self, args: Mapping[str, object]) -> str:
+        """The opted-in arguments attribute: canonical JSON, scrubbed by every detector."""
+        try:
+            text = jcs_bytes(args).decode("utf-8")
+        except Exception as exc:  # noqa: BLE001 - an attribute must not fail the check
+            return f"<arguments not encodable: {type_name(exc)}>"
+        return self._recorded(text)
+
+    def _names(self, snapshot: ActionSnapshot | None, fields: tuple[object, ...]) -> _Names:
+        """The action's names as the log keeps them: escaped, scrubbed (never raises)."""
+        if snapshot is not None:
+            raw: tuple[object, ...] = (snapshot.agent, snapshot.verb, snapshot.resource)
+        elif fields:
+            raw = fields[:3]
+        else:  # the check failed before the action was read
+            raw = ("", "", "")
+        recorded = self._recorded
+        return _Names(recorded(raw[0]), recorded(raw[1]), recorded(raw[2]))
 
     def _record(
         self,
-        snapshot: ActionSnapshot | None,
-        fields: tuple[object, ...],
+        names: _Names,
         decision_id: str,
         times: _Times,
         trace: DecisionTrace,
@@ -399,19 +448,13 @@ class Gate:
     ) -> Decision:
         policy = self._policy
         recorded = self._recorded
-        if snapshot is not None:
-            names: tuple[object, ...] = (snapshot.agent, snapshot.verb, snapshot.resource)
-        elif fields:
-            names = fields[:3]
-        else:  # the check failed before the action was read
-            names = ("", "", "")
         assessment = {
             "schema": "ghost.assessment/1",
             "stamp_ns": times.stamp_ns,
             "decision_id": decision_id,
-            "agent": recorded(names[0]),
-            "verb": recorded(names[1]),
-            "resource": recorded(names[2]),
+            "agent": names.agent,
+            "verb": names.verb,
+            "resource": names.resource,
             "args_sha256": hashes.args_sha256,
             "policy_id": policy.policy_id,
             "policy_sha256": policy.policy_sha256,
@@ -481,7 +524,7 @@ class Gate:
     def _hold(
         self,
         outcome: Outcome,
-        names: tuple[object, ...],
+        names: _Names,
         decision_id: str,
         decision_sha256: str,
         times: _Times,
@@ -501,9 +544,9 @@ class Gate:
                 decision_id=decision_id,
                 decision_sha256=decision_sha256,
                 run_id=self._approvals.run_id,
-                agent=self._recorded(names[0]),
-                verb=self._recorded(names[1]),
-                resource=self._recorded(names[2]),
+                agent=names.agent,
+                verb=names.verb,
+                resource=names.resource,
                 reason=outcome.reason,
                 matched_policy=outcome.matched_policy,
                 held_verdict=outcome.held,

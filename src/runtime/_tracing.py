@@ -26,15 +26,27 @@ is invalid; what is propagated (``decision.tracestate``, from the supplied
 header or the current span's) is bounded to 512 characters by removing whole
 entries as W3C asks. The span's parent gets the members whose keys
 OpenTelemetry's API accepts (its Level 1 grammar).
+
+GenAI semantic conventions (SPEC §7, ADR 0021): the span carries
+``gen_ai.operation.name`` (``execute_tool``: the gate judges a tool call),
+``gen_ai.tool.name`` (the verb), ``gen_ai.agent.name``, the verdict in the
+draft guardrail vocabulary (``gen_ai.guardrail.verdict.type``) and
+``ghost.policy_id`` beside the ``ghost.*`` attributes; the names are the
+escaped, scrubbed text the log keeps. The instrumentation scope is
+``ghost`` at the SDK's version. A valid supplied traceparent parents the
+span elsewhere than the host's current span; the span then links to that
+span, so neither trace loses the other.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Final, Literal
 
 from opentelemetry import trace as otel_trace
 from opentelemetry.trace import (
+    Link,
     NonRecordingSpan,
     Span,
     SpanContext,
@@ -54,14 +66,26 @@ from runtime._traceparent import (
     parse_traceparent,
     parse_tracestate,
 )
+from runtime._verdict import RuntimeVerdict
+from runtime._version import SDK_VERSION
 
-__all__ = ["DecisionTrace", "TraceOrigin", "Tracing"]
+__all__ = ["GUARDRAIL_VERDICT", "DecisionTrace", "TraceOrigin", "Tracing", "span_attributes"]
 
 TraceOrigin = Literal["supplied", "otel", "generated", "replaced_invalid"]
 
 SPAN_NAME: Final = "ghost.gate.check"
 _SAMPLED: Final = TraceFlags(TraceFlags.SAMPLED)
 _PROPAGATED_FLAGS: Final = 0x01  # the only flag W3C Trace Context defines for version 00
+SCOPE_NAME: Final = "ghost"
+# The draft GenAI guardrail vocabulary (SPEC §7): what the verdict does to the call.
+GUARDRAIL_VERDICT: Final[Mapping[RuntimeVerdict, str]] = {
+    RuntimeVerdict.ALLOW: "allow",
+    RuntimeVerdict.DENY: "deny",
+    RuntimeVerdict.NARROW: "modify",
+    RuntimeVerdict.SCRUB: "modify",
+    RuntimeVerdict.PENDING: "escalate",
+}
+_LINK_ATTRIBUTES: Final = {"ghost.link.reason": "host_current_span"}
 
 
 def _header(value: object, name: str) -> str | None:
@@ -99,9 +123,9 @@ class Tracing:
 
     def __init__(self, tracer_provider: otel_trace.TracerProvider | None) -> None:
         if tracer_provider is None:
-            self._tracer = otel_trace.get_tracer("ghost")
+            self._tracer = otel_trace.get_tracer(SCOPE_NAME, SDK_VERSION)
         else:
-            self._tracer = tracer_provider.get_tracer("ghost")
+            self._tracer = tracer_provider.get_tracer(SCOPE_NAME, SDK_VERSION)
 
     def begin(self, traceparent: str | None, tracestate: str | None) -> DecisionTrace:
         """Validate the supplied headers, pick the parent, and start the decision's span."""
@@ -125,7 +149,15 @@ class Tracing:
             )
             parent_ctx: SpanContext | None = remote
             context = otel_trace.set_span_in_context(NonRecordingSpan(remote))
-            span = self._tracer.start_span(SPAN_NAME, context=context, kind=SpanKind.INTERNAL)
+            host = otel_trace.get_current_span().get_span_context()
+            detached = host.is_valid and (host.trace_id, host.span_id) != (
+                remote.trace_id,
+                remote.span_id,
+            )
+            links = [Link(host, _LINK_ATTRIBUTES)] if detached else None
+            span = self._tracer.start_span(
+                SPAN_NAME, context=context, kind=SpanKind.INTERNAL, links=links
+            )
             origin: TraceOrigin = "supplied"
         else:
             span = self._tracer.start_span(SPAN_NAME, kind=SpanKind.INTERNAL)
@@ -186,6 +218,37 @@ class Tracing:
             rejected=rejected,
             span=otel_trace.INVALID_SPAN,
         )
+
+
+def span_attributes(
+    *,
+    decision_id: str,
+    verdict: RuntimeVerdict,
+    matched_policy: str | None,
+    origin: TraceOrigin,
+    policy_id: str,
+    agent: str,
+    tool: str,
+) -> dict[str, str]:
+    """The decision span's attributes: ghost's own and the GenAI conventions' (SPEC §7).
+
+    ``agent`` and ``tool`` must already be in the form the log keeps (escaped,
+    scrubbed by every detector): they come from the agent, which may put
+    anything in them.
+    """
+    attributes = {
+        "ghost.decision_id": decision_id,
+        "ghost.verdict": verdict.value,
+        "ghost.trace_origin": origin,
+        "ghost.policy_id": policy_id,
+        "gen_ai.operation.name": "execute_tool",
+        "gen_ai.tool.name": tool,
+        "gen_ai.agent.name": agent,
+        "gen_ai.guardrail.verdict.type": GUARDRAIL_VERDICT[verdict],
+    }
+    if matched_policy is not None:
+        attributes["ghost.matched_policy"] = matched_policy
+    return attributes
 
 
 def _otel_trace_state(state: list[tuple[str, str]] | None) -> TraceState:

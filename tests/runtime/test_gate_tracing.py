@@ -125,6 +125,11 @@ def test_the_current_otel_span_is_the_parent_and_each_check_is_a_span(
         "ghost.verdict": "allow",
         "ghost.matched_policy": "search",
         "ghost.trace_origin": "otel",
+        "ghost.policy_id": "test-policy",
+        "gen_ai.operation.name": "execute_tool",
+        "gen_ai.tool.name": "search",
+        "gen_ai.agent.name": "bot",
+        "gen_ai.guardrail.verdict.type": "allow",
     }
     assert sink.records("/assessments")[0]["parent_span_id"] == f"{host_ctx.span_id:016x}"
 

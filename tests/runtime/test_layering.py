@@ -29,7 +29,21 @@ def test_importing_audit_does_not_pull_in_analysis() -> None:
     assert result.stdout.strip() == "False"
 
 
-@pytest.mark.parametrize("package", ["runtime", "audit", "analysis"])
+def test_importing_the_integrations_core_pulls_in_no_framework() -> None:
+    # Each adapter is an optional extra, imported only when used (SPEC §7).
+    script = (
+        "import sys, runtime.integrations\n"
+        "frameworks = ('mcp', 'mcp_types', 'agents', 'openai', 'langchain_core', 'langgraph',"
+        " 'pydantic', 'audit', 'analysis')\n"
+        "print(','.join(sorted(m for m in sys.modules if m.split('.')[0] in frameworks)))\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=60, check=True
+    )
+    assert result.stdout.strip() == ""
+
+
+@pytest.mark.parametrize("package", ["runtime", "runtime.integrations", "audit", "analysis"])
 def test_all_is_sorted_complete_and_importable(package: str) -> None:
     module = importlib.import_module(package)
     exported = list(module.__all__)
