@@ -43,6 +43,8 @@ from decimal import Decimal
 from json.encoder import encode_basestring
 from typing import Any, Final
 
+import orjson
+
 from runtime._errors import CanonicalEncodingError
 
 __all__ = [
@@ -78,7 +80,7 @@ def canonical_bytes(record: Mapping[str, Any]) -> bytes:
             of any other type, or nests deeper than `MAX_DEPTH`.
     """
     if _is_plain(record, 0):
-        return _utf8(_dumps(record))
+        return _plain_bytes(record)
     parts: list[str] = []
     _encode(record, parts, 0, strict=True)
     return _utf8("".join(parts))
@@ -97,7 +99,7 @@ def jcs_bytes(value: object) -> bytes:
             cyclic), or holds a string with a lone surrogate.
     """
     if _is_plain(value, 0):
-        return _utf8(_dumps(value))
+        return _plain_bytes(value)
     parts: list[str] = []
     _encode(value, parts, 0, strict=False)
     return _utf8("".join(parts))
@@ -146,15 +148,28 @@ def _no_constant(name: str) -> object:
     raise StrictJSONError(f"{name} is not a JSON number")
 
 
-# The fast path. For a "plain" value the stdlib's C encoder, with sorted keys and
-# compact separators, writes exactly the canonical bytes: plain means only str,
-# bool, None, int64 ints, lists/tuples, and dicts whose keys are strings below
-# U+E000 (where code-point order is UTF-16 code-unit order) with no "$ghost" key.
-# Floats are never plain: Python's float repr is not ECMAScript's. Anything that
-# is not plain takes the exact walker below, which also raises the errors.
+# The fast path. For a "plain" value orjson (sorted keys; compact, UTF-8, the
+# same escapes as RFC 8785) writes exactly the canonical bytes, as does the
+# stdlib's C encoder with sorted keys and compact separators: plain means only
+# str, bool, None, int64 ints, lists/tuples, and dicts whose keys are strings
+# below U+E000 (where code-point order is UTF-16 code-unit order) with no
+# "$ghost" key. Floats are never plain: neither encoder writes ECMAScript's form.
+# orjson refuses what it cannot write (a lone surrogate, nesting past its own
+# limit); the stdlib encoder then writes it, or `_utf8` raises the typed error.
+# Anything that is not plain takes the exact walker below. A hypothesis test
+# holds all three to the same bytes (tests/runtime/test_canonical.py).
 _dumps = json.JSONEncoder(
     ensure_ascii=False, check_circular=False, sort_keys=True, separators=(",", ":")
 ).encode
+_orjson_dumps = orjson.dumps
+_ORJSON_OPTIONS: Final = orjson.OPT_SORT_KEYS
+
+
+def _plain_bytes(value: object) -> bytes:
+    try:
+        return _orjson_dumps(value, option=_ORJSON_OPTIONS)
+    except orjson.JSONEncodeError:
+        return _utf8(_dumps(value))
 
 
 def _is_plain(value: object, depth: int) -> bool:

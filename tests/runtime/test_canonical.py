@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import enum
 import json
 import math
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -195,3 +197,75 @@ def test_the_fast_path_writes_exactly_what_the_exact_walker_writes(value: Any) -
 )
 def test_keys_beyond_u_e000_sort_by_utf16_whichever_path_is_taken(value: dict[str, None]) -> None:
     assert jcs_bytes(value) == exact_walker(value, strict=False)
+
+
+class _Text(str):
+    """A str subclass whose methods lie: encoders must use its value, not its methods."""
+
+    def __str__(self) -> str:
+        return "lie"
+
+
+class _Level(enum.IntEnum):
+    LOW = 1
+    HIGH = 2**63 - 1
+
+
+_plain_leaves = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(min_value=-(2**63), max_value=2**63 - 1),
+    st.sampled_from([-(2**63), 2**63 - 1, 0, -1]),
+    st.text(st.characters(codec=None, exclude_categories=()), max_size=12),  # lone surrogates too
+    st.text(max_size=6).map(_Text),
+    st.sampled_from(list(_Level)),
+)
+_plain_values = st.recursive(
+    _plain_leaves,
+    lambda inner: st.one_of(
+        st.lists(inner, max_size=4),
+        st.lists(inner, max_size=4).map(tuple),
+        st.dictionaries(
+            st.text(st.characters(max_codepoint=0xDFFF), max_size=5), inner, max_size=4
+        ),
+    ),
+    max_leaves=20,
+)
+
+
+def _outcome(encode: Callable[[], bytes]) -> bytes | type[Exception]:
+    try:
+        return encode()
+    except CanonicalEncodingError as exc:
+        return type(exc)
+
+
+@given(_plain_values)
+def test_orjson_the_stdlib_encoder_and_the_walker_agree_on_every_plain_value(value: Any) -> None:
+    from runtime._canonical import _dumps, _is_plain, _plain_bytes, _utf8
+
+    assert _is_plain(value, 0)
+    fast = _outcome(lambda: _plain_bytes(value))
+    assert fast == _outcome(lambda: _utf8(_dumps(value)))
+    assert fast == _outcome(lambda: exact_walker_checked(value, strict=False))
+    record = {"v": value}
+    assert _outcome(lambda: canonical_bytes(record)) == _outcome(
+        lambda: exact_walker_checked(record, strict=True)
+    )
+
+
+def exact_walker_checked(value: Any, *, strict: bool) -> bytes:
+    from runtime._canonical import _encode, _utf8
+
+    parts: list[str] = []
+    _encode(value, parts, 0, strict=strict)
+    return _utf8("".join(parts))
+
+
+@pytest.mark.parametrize("depth", [250, 254, 255, 256])
+def test_nesting_near_either_encoders_limit_gives_the_walkers_bytes(depth: int) -> None:
+    # orjson stops at its own depth limit, below ghost's MAX_DEPTH: the fallback writes it.
+    value: Any = "x"
+    for _ in range(depth):
+        value = [value]
+    assert jcs_bytes(value) == exact_walker_checked(value, strict=False)
