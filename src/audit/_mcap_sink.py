@@ -146,6 +146,8 @@ class McapAuditSink:
         self._unanchored: list[ChainedRecord] = []
         self._position = self._flushed_at = 0
         self._written_seq = -1
+        # Inside append_pair: records are added to the open chunk, finished together after.
+        self._holding = False
         self._file = _create(self._path, overwrite=overwrite)
         try:
             chunked = durability == "chunk"
@@ -291,6 +293,68 @@ class McapAuditSink:
         self._emit(anchors)
         return linked.sha256
 
+    def append_pair(
+        self,
+        topic: str,
+        record: Mapping[str, Any],
+        then_topic: str,
+        then: Callable[[str], Mapping[str, Any]],
+    ) -> tuple[str, str]:
+        """Append ``record``, then the record ``then(its address)``: adjacent, in one write.
+
+        The gate's assessment and the decision that names it (ADR 0021): both
+        are chained under one hold of the lock, so their ``seq`` are
+        consecutive, and in ``process`` and ``fsync`` modes they share one
+        finished chunk, one write to the OS and one ``fsync``. When this
+        returns, both hold what `append` promises for one.
+
+        Returns:
+            The two content addresses.
+
+        Raises:
+            AuditError: as `append`. If the second record is refused (it does not
+                fit or encode), the first is still written, as two `append`
+                calls would have left it.
+        """
+        with self._lock:
+            self._check_usable("append")
+            if self._run is None:
+                raise AuditError(f"append on {self._path} before open_run: no run is open")
+            check_appendable(topic, record)
+            self._holding = True
+            try:
+                first, checkpoint = self._recorder.append(topic, record, self._store)
+                if checkpoint is not None:
+                    self._unanchored.append(checkpoint)
+                second_record = then(first.sha256)
+                check_appendable(then_topic, second_record)
+                second, checkpoint = self._recorder.append(then_topic, second_record, self._store)
+                if checkpoint is not None:
+                    self._unanchored.append(checkpoint)
+            finally:
+                self._holding = False
+                self._finish_held(then_topic)
+            anchors = self._take_anchors()
+        self._emit(anchors)
+        return first.sha256, second.sha256
+
+    def _finish_held(self, topic: str) -> None:
+        """Hand what `append_pair` added to the OS (and the disk), as `append` does each record.
+
+        After a failed write nothing more is written: that failure is what propagates.
+        """
+        if self._failure is not None:
+            return
+        try:
+            if self._durability == "chunk":
+                self._push_finished_chunks()
+            else:
+                self._writer.flush()
+                self._written_seq = self._recorder.next_seq - 1
+            self._sync()
+        except Exception as exc:
+            raise self._failed(f"a record on {topic}", exc) from exc
+
     def close(self) -> None:
         """Seal the run and finish the file; a second call does nothing.
 
@@ -392,13 +456,14 @@ class McapAuditSink:
                 data=linked.data,
                 sequence=linked.seq % _SEQUENCE_MODULUS,
             )
-            if self._durability != "chunk":
+            if self._durability != "chunk" and not self._holding:
                 # One record, one finished chunk: indexed, CRC'd and handed to the OS.
                 self._writer.flush()
         except Exception as exc:
             raise self._failed(f"a record on {linked.topic}", exc) from exc
         if self._durability != "chunk":
-            self._written_seq = linked.seq
+            if not self._holding:  # append_pair's records are written, and counted, together
+                self._written_seq = linked.seq
         else:
             # The writer finishes a chunk right after adding the message that fills it:
             # if the file grew, this record and every one before it are in finished chunks.

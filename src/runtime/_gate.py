@@ -50,7 +50,7 @@ from runtime._logging import get_event_log
 from runtime._policy import Policy
 from runtime._recorded import RecordedText, type_name
 from runtime._scrub import Scrubber
-from runtime._sink import AuditSink, RunStart
+from runtime._sink import AppendPair, AuditSink, RunStart
 from runtime._snapshot import ActionSnapshot, Snapshotter, ToData
 from runtime._tracing import DecisionTrace, Tracing, span_attributes
 from runtime._verdict import RuntimeVerdict
@@ -143,6 +143,7 @@ class Gate:
     """
 
     __slots__ = (
+        "_append_pair",
         "_approvals",
         "_clock",
         "_policy",
@@ -186,6 +187,8 @@ class Gate:
         self._span_arguments = span_arguments
         self._policy = policy
         self._sink = sink
+        pair = getattr(sink, "append_pair", None)
+        self._append_pair: AppendPair | None = pair if callable(pair) else None
         self._clock: Clock = clock if clock is not None else SystemClock()
         self._tracing = Tracing(tracer_provider)
         settings = policy.scrub
@@ -473,9 +476,9 @@ class Gate:
             "span_id": trace.span_id,
             "parent_span_id": trace.parent_span_id,
         }
-        try:
-            assessment_sha256 = self._sink.append(ASSESSMENT_TOPIC, assessment)
-            record = {
+
+        def decision_record(assessment_sha256: str) -> dict[str, object]:
+            return {
                 "schema": "ghost.decision/1",
                 "stamp_ns": times.verdict_stamp_ns,
                 "decision_id": decision_id,
@@ -491,7 +494,17 @@ class Gate:
                 "latency_ns": times.latency_ns,
                 "executed_args_sha256": hashes.executed_sha256,
             }
-            decision_sha256 = self._sink.append(DECISION_TOPIC, record)
+
+        try:
+            if self._append_pair is not None:  # one write for both (ADR 0021)
+                assessment_sha256, decision_sha256 = self._append_pair(
+                    ASSESSMENT_TOPIC, assessment, DECISION_TOPIC, decision_record
+                )
+            else:
+                assessment_sha256 = self._sink.append(ASSESSMENT_TOPIC, assessment)
+                decision_sha256 = self._sink.append(
+                    DECISION_TOPIC, decision_record(assessment_sha256)
+                )
         except Exception as exc:
             _log.error("ghost.audit_failed", decision_id=decision_id, error=type_name(exc))
             if isinstance(exc, AuditError):

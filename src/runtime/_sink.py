@@ -6,11 +6,16 @@ any object with these methods can receive a gate's records (ADR 0001).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
-__all__ = ["AuditSink", "RunStart"]
+__all__ = ["AppendPair", "AuditSink", "RunStart"]
+
+AppendPair = Callable[
+    [str, Mapping[str, Any], str, Callable[[str], Mapping[str, Any]]], tuple[str, str]
+]
+"""A sink's optional ``append_pair(topic, record, then_topic, then)`` (see `AuditSink`)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,6 +52,13 @@ class AuditSink(Protocol):
     the ``prev_sha256`` of the record before, writes the record's canonical
     bytes, and returns its content address. Every method raises on failure
     (the gate turns any exception into `AuditError` and the action does not run).
+
+    Optional: ``append_pair(topic, record, then_topic, then) -> (sha, sha)``
+    appends ``record``, then ``then(record's address)``, with consecutive
+    ``seq``, and returns both addresses. A gate uses it, when the sink has it,
+    for each assessment and the decision that names it, so that a sink can
+    write the two at once (one chunk, one write, one ``fsync``). Without it
+    the gate calls `append` twice.
     """
 
     def open_run(self, run: RunStart) -> None:
