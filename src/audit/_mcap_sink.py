@@ -302,7 +302,7 @@ class McapAuditSink:
     ) -> tuple[str, str]:
         """Append ``record``, then the record ``then(its address)``: adjacent, in one write.
 
-        The gate's assessment and the decision that names it (ADR 0021): both
+        The gate's assessment and the decision that names it (ADR 0025): both
         are chained under one hold of the lock, so their ``seq`` are
         consecutive, and in ``process`` and ``fsync`` modes they share one
         finished chunk, one write to the OS and one ``fsync``. When this

@@ -496,7 +496,7 @@ class Gate:
             }
 
         try:
-            if self._append_pair is not None:  # one write for both (ADR 0021)
+            if self._append_pair is not None:  # one write for both (ADR 0025)
                 assessment_sha256, decision_sha256 = self._append_pair(
                     ASSESSMENT_TOPIC, assessment, DECISION_TOPIC, decision_record
                 )
