@@ -17,7 +17,8 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from audit import MemoryAuditSink
-from runtime import SDK_VERSION, Action, Gate, Policy
+from runtime import SDK_VERSION, Action, Gate, Policy, RuntimeVerdict
+from runtime._tracing import span_attributes
 from tests.runtime.conftest import POLICY
 
 TRACE_ID = "4bf92f3577b34da6a3ce929d0e0e4736"
@@ -222,3 +223,18 @@ def test_an_invalid_header_under_a_host_span_continues_it_without_a_link(
     assert span.parent is not None
     assert span.parent.span_id == host.get_span_context().span_id
     assert list(span.links) == []
+
+
+def test_a_decision_no_rule_made_carries_no_rule_attribute() -> None:
+    # Built directly: an SDK drops a None value itself, another span implementation may not.
+    attributes = span_attributes(
+        decision_id="d",
+        verdict=RuntimeVerdict.DENY,
+        matched_policy=None,
+        origin="generated",
+        policy_id="p",
+        agent="a",
+        tool="t",
+    )
+    assert "ghost.matched_policy" not in attributes
+    assert None not in attributes.values()
