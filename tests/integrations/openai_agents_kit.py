@@ -104,7 +104,7 @@ class Tools:
 
 
 def make_model(*turns: Sequence[tuple[str, Any, str]]) -> ScriptedModel:
-    """A model that makes the given tool calls (name, arguments, call id) turn by turn, then ends."""
+    """A model making the given tool calls (name, arguments, call id) turn by turn, then done."""
     steps: list[Any] = [
         [function_call(name, args, call_id=call_id) for name, args, call_id in turn]
         for turn in turns

@@ -12,8 +12,8 @@ import asyncio
 import os
 import subprocess
 import sys
-from pathlib import Path
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -88,7 +88,9 @@ def harness(tmp_path: Path) -> Iterator[Callable[..., Harness]]:
             h.sink.close()
 
 
-def test_allow_narrow_scrub_deny_and_an_approved_pending_call(harness: Callable[..., Harness]) -> None:
+def test_allow_narrow_scrub_deny_and_an_approved_pending_call(
+    harness: Callable[..., Harness],
+) -> None:
     h = harness()
     model = make_model(
         [
@@ -178,7 +180,9 @@ def test_a_pending_call_rejected_through_the_sdk(harness: Callable[..., Harness]
     assert approval["decision_id"] in seen
 
 
-def test_a_rejection_with_its_own_message_is_recorded_by_sync(harness: Callable[..., Harness]) -> None:
+def test_a_rejection_with_its_own_message_is_recorded_by_sync(
+    harness: Callable[..., Harness],
+) -> None:
     h = harness()
     model = make_model([SEND])
     agent = h.guard.agent(make_agent(model, h.tools))
@@ -195,7 +199,9 @@ def test_a_rejection_with_its_own_message_is_recorded_by_sync(harness: Callable[
     assert approval.decision_id in seen_outputs(model)["c-send"]
 
 
-def test_sync_records_an_sdk_approval_before_the_run_resumes(harness: Callable[..., Harness]) -> None:
+def test_sync_records_an_sdk_approval_before_the_run_resumes(
+    harness: Callable[..., Harness],
+) -> None:
     h = harness()
     model = make_model([SEND])
     agent = h.guard.agent(make_agent(model, h.tools))
@@ -240,7 +246,9 @@ def test_a_resolution_through_ghost_is_applied_to_the_run_state(
     ]
 
 
-def test_the_first_resolution_wins_when_the_two_sides_disagree(harness: Callable[..., Harness]) -> None:
+def test_the_first_resolution_wins_when_the_two_sides_disagree(
+    harness: Callable[..., Harness],
+) -> None:
     h = harness()
     model = make_model([SEND])
     agent = h.guard.agent(make_agent(model, h.tools))
@@ -311,7 +319,9 @@ def test_an_sdk_approval_after_expiry_does_not_run(harness: Callable[..., Harnes
     assert [a["outcome"] for a in h.approvals()] == ["expired"]
 
 
-def test_an_approver_the_policy_does_not_allow_runs_nothing(harness: Callable[..., Harness]) -> None:
+def test_an_approver_the_policy_does_not_allow_runs_nothing(
+    harness: Callable[..., Harness],
+) -> None:
     h = harness(approver="mallory")
     model = make_model([SEND])
     agent = h.guard.agent(make_agent(model, h.tools))

@@ -164,6 +164,7 @@ class ToolGate:
         self._wait_s = wait_s
         self._lock = threading.Lock()
         self._calls: dict[tuple[str, str], _Gated] = {}
+        self._names: set[str] = set()  # the names of the tools gated here
 
     # -- wrapping -----------------------------------------------------------------------
 
@@ -211,6 +212,8 @@ class ToolGate:
         gated.needs_approval = needs_approval
         gated.on_invoke_tool = on_invoke
         setattr(gated, _GATED_MARK, self)
+        with self._lock:
+            self._names.add(name)
         return gated
 
     def run_config(self, base: RunConfig | None = None) -> RunConfig:
@@ -258,6 +261,10 @@ class ToolGate:
         the message the model gets). The first resolution wins: when the two
         sides disagree, ghost's stands and is applied.
 
+        A gated call the SDK interrupted on its own, because it could not read
+        the arguments (not a JSON object), is denied (recorded) and rejected
+        with ghost's refusal.
+
         Blocks on the approval store: from asyncio, ``await asyncio.to_thread(tools.sync, state)``.
 
         Returns:
@@ -275,6 +282,9 @@ class ToolGate:
             key = (tool_name, call_id)
             with self._lock:
                 known = self._calls.get(key)
+                ours = tool_name in self._names
+            if known is None and ours:
+                self._refuse_unread(state, item, tool_name)
             if known is None or not known.held:
                 continue
             said = _sdk_status(context, tool_name, call_id)
@@ -294,6 +304,22 @@ class ToolGate:
         return tuple(settled)
 
     # -- machinery ------------------------------------------------------------------------
+
+    def _refuse_unread(self, state: RunState[Any, Any], item: Any, tool_name: str) -> None:
+        """Deny (recorded) and reject an interruption whose arguments ghost cannot read."""
+        try:
+            parse_arguments(item.arguments)
+        except ArgumentsError as exc:
+            agent = getattr(item.agent, "name", None)
+            decision = self._gate.check(
+                failure_action(agent if type(agent) is str else "", tool_name, str(exc))
+            )
+            _log.warning("ghost.tool_call_unjudgeable", decision_id=decision.decision_id)
+            state.reject(
+                item,
+                rejection_message=f"ghost denied this tool call: {exc}"
+                f" (decision {decision.decision_id})",
+            )
 
     def _settle(self, known: _Gated, *, said: bool | None) -> Approval | None:
         """Resolve ``known`` as the SDK said, or read ghost's resolution; None if still held."""
