@@ -18,8 +18,7 @@ from agents import Agent, FunctionTool, function_tool, set_tracing_disabled
 from agents.testing import ScriptedModel, assistant_message, function_call
 from agents.tool_context import ToolContext
 
-from audit import iter_run
-from audit._run_log import LoggedRecord
+from audit import LoggedRecord, iter_run
 from runtime import Policy
 
 AWS_KEY = "AKIAIOSFODNN7EXAMPLE"

@@ -467,7 +467,11 @@ class ToolGate:
         if args.kind != "approval_rejected":
             return None
         with self._lock:
-            known = self._calls.pop((args.tool_name, args.call_id), None)
+            key = (args.tool_name, args.call_id)
+            if key not in self._calls:  # a namespaced tool's name comes qualified here
+                keys = [k for k in self._calls if k[1] == args.call_id]
+                key = keys[0] if len(keys) == 1 else key
+            known = self._calls.pop(key, None)
         if known is None or not known.held:
             return None
         approval = known.approval
