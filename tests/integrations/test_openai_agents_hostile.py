@@ -503,3 +503,100 @@ def test_a_pending_decision_is_held_in_the_run_log(tmp_path: Path) -> None:
         assert guard.decision("c1", "lookup") is None
     assert verify_run(path).ok
     assert [d["verdict"] for d in records(path, "/decisions")] == ["pending"]
+
+
+# --- the remaining paths ----------------------------------------------------------------
+
+
+@pytest.mark.parametrize("asks", [True, False])
+def test_a_tools_own_needs_approval_callable_is_asked_with_the_arguments(*, asks: bool) -> None:
+    guard = ToolGate(Gate(make_policy(), sink=MemoryAuditSink()))
+    asked: list[tuple[dict[str, Any], str]] = []
+
+    async def own(ctx: RunContextWrapper[Any], params: dict[str, Any], call_id: str) -> bool:
+        asked.append((params, call_id))
+        return asks
+
+    @function_tool(needs_approval=own)
+    def lookup(term: str) -> str:
+        """Look up."""
+        return "found"
+
+    gated = guard.tool(lookup, agent="helper")
+    answer = asyncio.run(_needs(gated, RunContextWrapper(context=None), {"term": "t"}, "c9"))
+    assert answer is asks
+    assert asked == [({"term": "t"}, "c9")]
+
+
+def test_arguments_an_override_made_unencodable_do_not_run() -> None:
+    sink = MemoryAuditSink()
+    guard = ToolGate(
+        Gate(make_policy(), sink=sink),
+        action=lambda call: Action(call.agent, call.tool_name, "tool:lookup", {"term": b"raw"}),
+    )
+    tools = Tools()
+    model = one_call("lookup", {"term": "x"})
+    run(guard.agent(make_agent(model, tools)), "go", guard)
+    assert tools.received == []
+    (decision,) = decisions(sink)
+    assert decision["verdict"] == "allow"  # permitted, but not expressible to the tool
+    assert "cannot be passed as JSON" in seen_outputs(model)["c1"]
+
+
+def test_a_call_held_only_as_it_runs_waits_for_ghost() -> None:
+    gate = Gate(make_policy(), sink=MemoryAuditSink(), approval_poll_s=0.01)
+    guard = ToolGate(gate)  # wait_s: until resolved or expired
+    tools = Tools()
+    send = guard.tool(tools.all[3], agent="helper")
+    text = json.dumps({"to": "bob", "body": "hi"})
+
+    async def main() -> Any:
+        invoked = asyncio.ensure_future(
+            send.on_invoke_tool(_tool_context("send", "c1", text), text)
+        )
+        while not await asyncio.to_thread(gate.approvals.pending):
+            await asyncio.sleep(0.01)
+        (held,) = await asyncio.to_thread(gate.approvals.pending)
+        await asyncio.to_thread(
+            gate.approvals.resolve, held.decision_id, approved=True, approver="ops"
+        )
+        return await invoked
+
+    assert asyncio.run(main()) == "sent"
+    assert tools.names() == ["send"]
+
+
+def test_an_sdk_rejection_after_a_ghost_approval_runs_nothing() -> None:
+    sink = MemoryAuditSink()
+    gate = Gate(make_policy(), sink=sink)
+    guard = ToolGate(gate, approver="alice")
+    tools = Tools()
+    model = one_call("send", {"to": "bob", "body": "x"})
+    agent = guard.agent(make_agent(model, tools))
+    first = run(agent, "go", guard)
+    held = guard.decision("c1", "send")
+    assert held is not None
+    gate.approvals.resolve(held.decision_id, approved=True, approver="ops")
+    state = first.to_state()
+    state.reject(first.interruptions[0])  # no sync: the run config's formatter sees it
+    run(agent, state, guard)
+    assert tools.received == []
+    seen = seen_outputs(model)["c1"]
+    assert "rejected in the agent run" in seen
+    assert held.decision_id in seen
+    assert [a["outcome"] for a in sink.records("/approvals")] == ["approved"]
+
+
+def test_the_formatter_leaves_what_is_not_a_held_call_to_the_sdk() -> None:
+    guard = ToolGate(Gate(make_policy(), sink=MemoryAuditSink()))
+    formatter = guard.run_config().tool_error_formatter
+    assert formatter is not None
+    args = ToolErrorFormatterArgs(
+        kind="approval_rejected",
+        tool_type="function",
+        tool_name="send",
+        call_id="nobody",
+        default_message="default",
+        run_context=RunContextWrapper(context=None),
+    )
+    assert asyncio.run(formatter(args)) is None  # type: ignore[arg-type]
