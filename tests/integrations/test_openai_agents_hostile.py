@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import math
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -388,6 +389,12 @@ def test_construction_is_checked() -> None:
         ToolGate(gate, approver=7)  # type: ignore[arg-type]
     with pytest.raises(TypeError, match="action must be callable"):
         ToolGate(gate, action="x")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="NaN"):
+        ToolGate(gate, wait_s=math.nan)
+    with pytest.raises(ValueError, match="non-negative"):
+        ToolGate(gate, wait_s=-1)
+    with pytest.raises(TypeError, match="number of seconds"):
+        ToolGate(gate, wait_s="1")  # type: ignore[arg-type]
     guard = ToolGate(gate)
     tools = Tools()
     gated = guard.tool(tools.all[0], agent="a")
@@ -585,6 +592,27 @@ def test_an_sdk_rejection_after_a_ghost_approval_runs_nothing() -> None:
     assert "rejected in the agent run" in seen
     assert held.decision_id in seen
     assert [a["outcome"] for a in sink.records("/approvals")] == ["approved"]
+
+
+def test_sync_never_turns_an_sdk_rejection_into_an_approval() -> None:
+    sink = MemoryAuditSink()
+    gate = Gate(make_policy(), sink=sink)
+    guard = ToolGate(gate, approver="alice")
+    tools = Tools()
+    model = one_call("send", {"to": "bob", "body": "x"})
+    agent = guard.agent(make_agent(model, tools))
+    first = run(agent, "go", guard)
+    held = guard.decision("c1", "send")
+    assert held is not None
+    gate.approvals.resolve(held.decision_id, approved=True, approver="ops")
+    state = first.to_state()
+    state.reject(first.interruptions[0], rejection_message="no")
+    (approval,) = guard.sync(state)
+    assert approval.outcome == "approved"  # ghost's first resolution is what it records
+    run(agent, state, guard)
+    assert tools.received == []
+    assert "rejected in the agent run" in seen_outputs(model)["c1"]
+    assert guard.decision("c1", "send") is None
 
 
 def test_the_formatter_leaves_what_is_not_a_held_call_to_the_sdk() -> None:

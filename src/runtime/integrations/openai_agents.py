@@ -59,7 +59,7 @@ from agents.run_config import ToolErrorFormatterArgs
 from agents.tool_context import ToolContext
 
 from runtime._action import Action, Decision
-from runtime._approval import Approval
+from runtime._approval import Approval, wait_limit_ns
 from runtime._errors import ApprovalError
 from runtime._gate import Gate
 from runtime._logging import get_event_log
@@ -140,8 +140,9 @@ class ToolGate:
             the rule's approval timeout).
 
     Raises:
-        TypeError: ``gate`` is not a `Gate`, ``approver`` not a str, or
-            ``action`` not callable.
+        TypeError: ``gate`` is not a `Gate`, ``approver`` not a str, ``action``
+            not callable, or ``wait_s`` not a number.
+        ValueError: ``wait_s`` is NaN or negative.
     """
 
     def __init__(
@@ -158,6 +159,7 @@ class ToolGate:
             raise TypeError(f"approver must be a str, not {type_name(approver)}")
         if action is not None and not callable(action):
             raise TypeError(f"action must be callable, not {type_name(action)}")
+        wait_limit_ns(wait_s)  # a number of seconds, not NaN, not negative
         self._gate = gate
         self._approver = approver
         self._override = action
@@ -258,8 +260,10 @@ class ToolGate:
         approval (by the configured approver); a resolution made through ghost
         (``gate.approvals.resolve``, ``ghost approvals``), or its expiry, is
         applied to ``state`` (``approve``, or ``reject`` with ghost's refusal as
-        the message the model gets). The first resolution wins: when the two
-        sides disagree, ghost's stands and is applied.
+        the message the model gets). The first resolution is what ghost records;
+        a refusal on either side stops the call: ghost's rejection or expiry
+        overrides an SDK approval, and an SDK rejection is never turned into an
+        approval (a ghost approval made first is then recorded, never executed).
 
         A gated call the SDK interrupted on its own, because it could not read
         the arguments (not a JSON object), is denied (recorded) and rejected
@@ -293,13 +297,14 @@ class ToolGate:
                 approval = self._settle(known, said=said)
                 if approval is None:
                     continue
-            if approval.approved and said is not True:
+            if approval.approved and said is None:
                 state.approve(item)
-            elif not approval.approved:
+            elif not approval.approved or said is False:
                 with self._lock:
                     self._calls.pop(key, None)  # it will not run: nothing left to keep
-                # Rejected in the SDK already or not: the model gets ghost's words.
-                state.reject(item, rejection_message=refusal_text(known.decision, approval))
+                # A refusal on either side stops the call (an SDK rejection is never
+                # turned into an approval); the model gets ghost's words for it.
+                state.reject(item, rejection_message=_rejection_text(known.decision, approval))
             settled.append(approval)
         return tuple(settled)
 
@@ -477,12 +482,17 @@ class ToolGate:
         approval = known.approval
         if approval is None:
             approval = await asyncio.to_thread(functools.partial(self._settle, known, said=False))
-        if approval is None or approval.approved:
-            return (
-                "the tool call was rejected in the agent run and did not run"
-                f" (decision {known.decision.decision_id})"
-            )
-        return refusal_text(known.decision, approval)
+        return _rejection_text(known.decision, approval)
+
+
+def _rejection_text(decision: Decision, approval: Approval | None) -> str:
+    """What the model gets for a held call that will not run."""
+    if approval is None or approval.approved:  # ghost approved it, but the SDK rejected it
+        return (
+            "the tool call was rejected in the agent run and did not run"
+            f" (decision {decision.decision_id})"
+        )
+    return refusal_text(decision, approval)
 
 
 def _sdk_status(context: object, tool_name: str, call_id: str) -> bool | None:
