@@ -628,3 +628,18 @@ def test_the_formatter_leaves_what_is_not_a_held_call_to_the_sdk() -> None:
         run_context=RunContextWrapper(context=None),
     )
     assert asyncio.run(formatter(args)) is None  # type: ignore[arg-type]
+
+
+def test_the_module_exports_its_public_names() -> None:
+    import runtime.integrations.openai_agents as module
+
+    exported = list(module.__all__)
+    assert exported == sorted(exported)
+    for name in exported:
+        assert hasattr(module, name), name
+    defined = {
+        name
+        for name, value in vars(module).items()
+        if not name.startswith("_") and getattr(value, "__module__", "") == module.__name__
+    }
+    assert defined <= set(exported), defined - set(exported)

@@ -86,7 +86,7 @@ from runtime.integrations._openai_agents_calls import (
 __all__ = ["AgentToolCall", "ToolGate"]
 
 _log = get_event_log("ghost.openai_agents")
-TContext = TypeVar("TContext")
+_TContext = TypeVar("_TContext")
 _GATED_MARK: Final = "_ghost_tool_gate"
 _ErrorFormatter = Callable[[ToolErrorFormatterArgs[Any]], Any]
 
@@ -170,7 +170,7 @@ class ToolGate:
 
     # -- wrapping -----------------------------------------------------------------------
 
-    def agent(self, agent: Agent[TContext]) -> Agent[TContext]:
+    def agent(self, agent: Agent[_TContext]) -> Agent[_TContext]:
         """A clone of ``agent`` whose function tools are gated under its ``name``.
 
         Other tools (hosted tools, shell, computer) are kept as they are, ungated;
