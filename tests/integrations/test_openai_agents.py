@@ -17,11 +17,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from agents import Runner
+from agents import Agent, Runner
 from agents.result import RunResult
+from agents.testing import ScriptedModel, assistant_message, function_call
 
 from analysis import analyze_run, verify_run
-from audit import McapAuditSink
+from audit import McapAuditSink, MemoryAuditSink
 from runtime import Gate, RuntimeVerdict, SqliteApprovalStore, value_sha256
 from runtime.integrations.openai_agents import ToolGate
 from runtime.testing import ManualClock
@@ -382,3 +383,55 @@ def test_an_approval_runs_once_with_the_approved_arguments(harness: Callable[...
     assert h.tools.received == [("send", dict(held.args))]
     assert AWS_KEY not in str(h.tools.received)
     h.close()
+
+
+def test_a_streamed_run_is_gated_the_same_way(harness: Callable[..., Harness]) -> None:
+    h = harness()
+    model = make_model(
+        [
+            ("search", {"query": "q", "max_results": 99}, "c-narrow"),
+            ("delete", {"path": "/"}, "c-deny"),
+            SEND,
+        ]
+    )
+    agent = h.guard.agent(make_agent(model, h.tools))
+
+    async def stream(start: Any) -> Any:
+        result = Runner.run_streamed(agent, start, run_config=h.config)
+        async for _ in result.stream_events():
+            pass
+        return result
+
+    first = asyncio.run(stream("go"))
+    assert [i.call_id for i in first.interruptions] == ["c-send"]
+    state = first.to_state()
+    state.approve(first.interruptions[0])
+    asyncio.run(stream(state))
+    assert sorted(h.tools.received) == [
+        ("search", {"query": "q", "max_results": 3}),
+        ("send", {"to": "bob", "body": "hi"}),
+    ]
+    assert "ghost denied" in seen_outputs(model)["c-deny"]
+    h.close()
+    assert [a["outcome"] for a in h.approvals()] == ["approved"]
+
+
+@pytest.mark.parametrize(
+    ("verb", "answer"), [("lookup", "expert says hi"), ("ask", "ghost denied")]
+)
+def test_an_agent_used_as_a_tool_is_gated_as_a_tool(verb: str, answer: str) -> None:
+    sink = MemoryAuditSink()
+    guard = ToolGate(Gate(make_policy(), sink=sink))
+    expert = Agent(name="expert", model=ScriptedModel([[assistant_message("expert says hi")]]))
+    model = ScriptedModel(
+        [[function_call(verb, {"input": "q"}, call_id="c1")], [assistant_message("done")]]
+    )
+    boss = guard.agent(
+        Agent(
+            name="boss", model=model, tools=[expert.as_tool(tool_name=verb, tool_description="d")]
+        )
+    )
+    asyncio.run(Runner.run(boss, "go", run_config=guard.run_config()))
+    assert seen_outputs(model)["c1"].startswith(answer)
+    (decision,) = sink.records("/decisions")
+    assert decision["verdict"] == ("allow" if verb == "lookup" else "deny")
