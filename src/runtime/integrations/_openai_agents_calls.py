@@ -1,6 +1,7 @@
 """The pieces of the OpenAI Agents SDK adapter that need no SDK (ADR 0023).
 
-What one function-tool call is to ghost (`AgentToolCall`), how its arguments
+What one function-tool call is to ghost (`AgentToolCall`), what the adapter
+keeps of its decision until it runs (`GatedRecord`), how its arguments
 text is read (`parse_arguments`: strictly, or not at all), the action a failure
 is judged as (`failure_action`: one the gate always denies, whatever the
 policy), and the two steps of a held call that `resolve_held` does in one --
@@ -25,15 +26,18 @@ from runtime._canonical import StrictJSONError, loads_strict
 from runtime._errors import ApprovalError
 from runtime._gate import Gate
 from runtime._recorded import type_name
-from runtime.integrations._gated_call import TOOL_RESOURCE_PREFIX, GatedCall, refusal_text
+from runtime._verdict import RuntimeVerdict
+from runtime.integrations._gated_call import TOOL_RESOURCE_PREFIX, GatedCall, judged, refusal_text
 
 __all__ = [
     "AgentToolCall",
     "ArgumentsError",
+    "GatedRecord",
     "arguments_key",
     "executed",
     "failure_action",
     "parse_arguments",
+    "rejection_text",
     "resolution",
 ]
 
@@ -159,3 +163,44 @@ def executed(
             f"ghost did not run this tool call: {exc} (decision {decision.decision_id})",
         )
     return GatedCall(decision, approval, run, None)
+
+
+@dataclass(slots=True)
+class GatedRecord:
+    """What the gate decided for one call (by tool name and call id), until it runs.
+
+    ``args_key`` binds the decision to the arguments it was made on: a call that
+    arrives with other arguments is not this decision's. ``approval`` is set once
+    a held decision is resolved (mutated under the `ToolGate`'s lock). ``failure``
+    says why a call was judged as a `failure_action` (the model is told).
+    """
+
+    decision: Decision
+    args_key: str | None
+    approval: Approval | None = None
+    failure: str | None = None  # why the call could not be judged as itself
+
+    @property
+    def held(self) -> bool:
+        return self.decision.verdict is RuntimeVerdict.PENDING
+
+    def judged(self) -> GatedCall:
+        """The call before any human; a failure's refusal says what failed."""
+        if self.failure is None:
+            return judged(self.decision)
+        return GatedCall(
+            self.decision,
+            None,
+            None,
+            f"ghost denied this tool call: {self.failure} (decision {self.decision.decision_id})",
+        )
+
+
+def rejection_text(decision: Decision, approval: Approval | None) -> str:
+    """What the model gets for a held call that will not run."""
+    if approval is None or approval.approved:  # ghost approved it, but the SDK rejected it
+        return (
+            "the tool call was rejected in the agent run and did not run"
+            f" (decision {decision.decision_id})"
+        )
+    return refusal_text(decision, approval)

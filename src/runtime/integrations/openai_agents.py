@@ -51,7 +51,7 @@ import json
 import math
 import threading
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any, Final, TypeVar
 
 from agents import Agent, FunctionTool, RunConfig, RunContextWrapper, RunState
@@ -69,17 +69,17 @@ from runtime.integrations._gated_call import (
     ActionOverride,
     GatedCall,
     asettle,
-    judged,
-    refusal_text,
     tool_action,
 )
 from runtime.integrations._openai_agents_calls import (
     AgentToolCall,
     ArgumentsError,
+    GatedRecord,
     arguments_key,
     executed,
     failure_action,
     parse_arguments,
+    rejection_text,
     resolution,
 )
 
@@ -89,37 +89,6 @@ _log = get_event_log("ghost.openai_agents")
 _TContext = TypeVar("_TContext")
 _GATED_MARK: Final = "_ghost_tool_gate"
 _ErrorFormatter = Callable[[ToolErrorFormatterArgs[Any]], Any]
-
-
-@dataclass(slots=True)
-class _Gated:
-    """What the gate decided for one call (by tool name and call id), until it runs.
-
-    ``args_key`` binds the decision to the arguments it was made on: a call that
-    arrives with other arguments is not this decision's. ``approval`` is set once
-    a held decision is resolved (mutated under the `ToolGate`'s lock). ``failure``
-    says why a call was judged as a `failure_action` (the model is told).
-    """
-
-    decision: Decision
-    args_key: str | None
-    approval: Approval | None = None
-    failure: str | None = None  # why the call could not be judged as itself
-
-    @property
-    def held(self) -> bool:
-        return self.decision.verdict is RuntimeVerdict.PENDING
-
-    def judged(self) -> GatedCall:
-        """The call before any human; a failure's refusal says what failed."""
-        if self.failure is None:
-            return judged(self.decision)
-        return GatedCall(
-            self.decision,
-            None,
-            None,
-            f"ghost denied this tool call: {self.failure} (decision {self.decision.decision_id})",
-        )
 
 
 class ToolGate:
@@ -165,7 +134,7 @@ class ToolGate:
         self._override = action
         self._wait_s = wait_s
         self._lock = threading.Lock()
-        self._calls: dict[tuple[str, str], _Gated] = {}
+        self._calls: dict[tuple[str, str], GatedRecord] = {}
         self._names: set[str] = set()  # the names of the tools gated here
 
     # -- wrapping -----------------------------------------------------------------------
@@ -304,7 +273,7 @@ class ToolGate:
                     self._calls.pop(key, None)  # it will not run: nothing left to keep
                 # A refusal on either side stops the call (an SDK rejection is never
                 # turned into an approval); the model gets ghost's words for it.
-                state.reject(item, rejection_message=_rejection_text(known.decision, approval))
+                state.reject(item, rejection_message=rejection_text(known.decision, approval))
             settled.append(approval)
         return tuple(settled)
 
@@ -326,7 +295,7 @@ class ToolGate:
                 f" (decision {decision.decision_id})",
             )
 
-    def _settle(self, known: _Gated, *, said: bool | None) -> Approval | None:
+    def _settle(self, known: GatedRecord, *, said: bool | None) -> Approval | None:
         """Resolve ``known`` as the SDK said, or read ghost's resolution; None if still held."""
         try:
             if said is not None:
@@ -351,11 +320,13 @@ class ToolGate:
 
     async def _decide(
         self, agent: str, tool_name: str, call_id: str, args: dict[str, Any]
-    ) -> _Gated:
+    ) -> GatedRecord:
         """Ask the gate about one call (through the override, if any)."""
         args_key = arguments_key(args)
         if self._override is None:
-            return _Gated(await self._gate.acheck(tool_action(agent, tool_name, args)), args_key)
+            return GatedRecord(
+                await self._gate.acheck(tool_action(agent, tool_name, args)), args_key
+            )
         failure: str | None = None
         try:
             action: object = self._override(AgentToolCall(agent, tool_name, call_id, dict(args)))
@@ -367,15 +338,15 @@ class ToolGate:
         if failure is not None:
             return await self._failed(agent, tool_name, failure, args_key)
         assert isinstance(action, Action)
-        return _Gated(await self._gate.acheck(action), args_key)
+        return GatedRecord(await self._gate.acheck(action), args_key)
 
     async def _failed(
         self, agent: str, tool_name: str, failure: str, args_key: str | None
-    ) -> _Gated:
+    ) -> GatedRecord:
         """Record a deny for a call that cannot be judged as itself; the model learns why."""
         decision = await self._gate.acheck(failure_action(agent, tool_name, failure))
         _log.warning("ghost.tool_call_unjudgeable", decision_id=decision.decision_id)
-        return _Gated(decision, args_key, failure=failure)
+        return GatedRecord(decision, args_key, failure=failure)
 
     async def _needs_approval(
         self,
@@ -434,7 +405,9 @@ class ToolGate:
             return call.refusal
         return await _run(tool, ctx, call)
 
-    def _run_held(self, known: _Gated, args: dict[str, Any], args_key: str | None) -> GatedCall:
+    def _run_held(
+        self, known: GatedRecord, args: dict[str, Any], args_key: str | None
+    ) -> GatedCall:
         """A held call the SDK lets run: it was approved there (or through ghost, first)."""
         approval = known.approval
         if approval is None:
@@ -482,17 +455,7 @@ class ToolGate:
         approval = known.approval
         if approval is None:
             approval = await asyncio.to_thread(functools.partial(self._settle, known, said=False))
-        return _rejection_text(known.decision, approval)
-
-
-def _rejection_text(decision: Decision, approval: Approval | None) -> str:
-    """What the model gets for a held call that will not run."""
-    if approval is None or approval.approved:  # ghost approved it, but the SDK rejected it
-        return (
-            "the tool call was rejected in the agent run and did not run"
-            f" (decision {decision.decision_id})"
-        )
-    return refusal_text(decision, approval)
+        return rejection_text(known.decision, approval)
 
 
 def _sdk_status(context: object, tool_name: str, call_id: str) -> bool | None:
