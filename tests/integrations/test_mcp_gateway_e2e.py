@@ -34,8 +34,6 @@ from tests.integrations._mcp_support import (
     write_policy,
 )
 
-pytestmark = pytest.mark.filterwarnings("ignore::ResourceWarning")
-
 
 def _params(command: list[str], log: Path) -> StdioServerParameters:
     env = {**os.environ, "GHOST_TEST_MCP_LOG": str(log)}
