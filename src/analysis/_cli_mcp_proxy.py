@@ -49,7 +49,7 @@ def add_mcp_proxy_command(commands: argparse._SubParsersAction[argparse.Argument
     """Add ``mcp-proxy`` to the ``ghost`` parser's subcommands (handler in ``handler``)."""
     proxy = commands.add_parser(
         "mcp-proxy",
-        help="run an MCP server behind the gate: every tools/call judged and recorded",
+        help="run an MCP server, every tools/call gated and recorded",
         description=(
             "Run the MCP server command after -- as a child over stdio and speak for it on"
             " this process's stdin/stdout, unchanged except that every tools/call is judged"
