@@ -7,8 +7,9 @@
 
 The client runs this command in place of the server's; the server runs as
 its child over stdio (`runtime.integrations.mcp.McpGateway`, ADR 0022). The
-proxy's stdout carries protocol messages only; its own errors, one
-``ghost: error: ...`` line, and the server's stderr go to stderr.
+proxy's stdout carries protocol messages only; its own errors (one
+``ghost: error: ...`` line), ghost's warning events (names only, never a
+value) and the server's stderr go to stderr.
 
 Exit codes (SPEC §6):
 
@@ -114,6 +115,7 @@ def _mcp_proxy(args: argparse.Namespace) -> int:
     )
     from runtime.integrations.mcp import McpGateway, McpServerStartError
 
+    _log_to_stderr()
     try:
         policy = Policy.from_toml(args.policy)
     except PolicyError as exc:
@@ -182,6 +184,16 @@ async def _serve(gateway: McpGateway, command: list[str]) -> int:
         )
         return EXIT_SERVER_EXITED
     return _EXIT_OK
+
+
+def _log_to_stderr() -> None:
+    """ghost's own warnings (an unrecorded call, a dropped message) to stderr, never stdout."""
+    import logging
+
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("ghost: %(levelname)s %(name)s: %(message)s"))
+    handler.setLevel(logging.WARNING)
+    logging.getLogger("ghost").addHandler(handler)
 
 
 def _fail(message: str) -> int:

@@ -14,10 +14,11 @@ judged and answered), a batch (an array could smuggle a call past the
 inspection of single messages), and a line that is not JSON.
 
 The server's name comes from ``--server-name`` or, failing that, from the
-child itself: the gateway sends its own ``server/discover`` (MCP 2026-07-28)
-at start, and also reads ``serverInfo`` from the results of the client's
-``initialize`` (older revisions) and ``server/discover``. The first name
-learned stays for the session.
+child itself: ``serverInfo`` in the results of the client's ``initialize``
+(older revisions) or ``server/discover`` (2026-07-28), or, when a call needs
+the name and neither was seen, a ``server/discover`` of the gateway's own
+(its answer is consumed, never forwarded). The first name learned stays for
+the session.
 """
 
 from __future__ import annotations
@@ -64,6 +65,7 @@ PROTOCOL_VERSION_META_KEY: Final = "io.modelcontextprotocol/protocolVersion"
 CLIENT_CAPABILITIES_META_KEY: Final = "io.modelcontextprotocol/clientCapabilities"
 MODERN_PROTOCOL_VERSION: Final = "2026-07-28"
 _PROXY_NAME: Final = "ghost-mcp-proxy"
+_PROBE: Final = "ghost-mcp-proxy probe"
 _log = get_event_log("ghost.mcp")
 
 
@@ -103,7 +105,9 @@ class Relay:
         self._to_client = to_client
         self._server_name = settings.server_name
         self._initialize_client: str | None = None
-        self._watched: dict[str, bool] = {}  # response ids whose result may name the server
+        self._handshake = False  # the client began an initialize handshake (older revisions)
+        # Response ids whose result may name the server, and the method each answers.
+        self._watched: dict[str, str] = {}
         self._probe_key: str | None = None
         self._named = asyncio.Event()  # the server's name is known, or the probe was answered
         self._calls: dict[str, asyncio.Task[None]] = {}  # held tools/call requests, by id
@@ -113,14 +117,19 @@ class Relay:
 
     # --- start and end --------------------------------------------------------------------
 
-    async def probe(self) -> None:
-        """Ask the child its name with a ``server/discover`` of our own (if none is configured)."""
-        if self._server_name is not None:
-            self._named.set()
+    async def _probe(self) -> None:
+        """Ask the child its name with a ``server/discover`` of our own, once.
+
+        Sent only when a call needs the name and the client has not begun an
+        ``initialize`` handshake: a server that serves both eras picks one from
+        the first request it sees, so a probe sent first would lock a legacy
+        client out.
+        """
+        if self._probe_key is not None:
             return
         probe_id = f"{_PROXY_NAME}-discover-{uuid.uuid4().hex}"
         self._probe_key = _id_key(probe_id)
-        self._watched[self._probe_key] = True
+        self._watched[self._probe_key] = _PROBE
         meta = {
             PROTOCOL_VERSION_META_KEY: MODERN_PROTOCOL_VERSION,
             CLIENT_INFO_META_KEY: {"name": _PROXY_NAME, "version": SDK_VERSION},
@@ -196,13 +205,14 @@ class Relay:
 
     def _watch_request(self, message: dict[str, Any], method: str) -> None:
         if method == "initialize":
+            self._handshake = True
             params = message.get("params")
             info = params.get("clientInfo") if isinstance(params, dict) else None
             name = info.get("name") if isinstance(info, dict) else None
             if isinstance(name, str):
                 self._initialize_client = name
         if self._server_name is None:
-            self._watched[_id_key(message["id"])] = False
+            self._watched[_id_key(message["id"])] = method
 
     def _cancel_held(self, params: object) -> None:
         if isinstance(params, dict) and "requestId" in params:
@@ -254,7 +264,9 @@ class Relay:
         """The message to send on: the forwarded request, or the answer to the client."""
         settings = self._settings
         if self._server_name is None:
-            with contextlib.suppress(TimeoutError):
+            if not self._handshake:
+                await self._probe()
+            with contextlib.suppress(TimeoutError):  # an initialize's answer, or the probe's
                 await asyncio.wait_for(self._named.wait(), settings.discover_timeout_s)
         params = message.get("params")
         call = McpToolCall.from_params(
@@ -354,15 +366,17 @@ class Relay:
         key = _id_key(message["id"])
         if key not in self._watched:
             return False
-        ours = self._watched.pop(key)
+        method = self._watched.pop(key)
+        if method == "initialize" and "result" not in message:
+            self._handshake = False  # refused (a 2026-only server): calls may probe
         name = _server_name(message.get("result"))
         if name is not None and self._server_name is None:
             self._server_name = name
             self._watched.clear()
             self._named.set()
-        if key == self._probe_key:
-            self._named.set()  # answered, named or not: calls stop waiting for it
-            return True
+        ours = method == _PROBE
+        if ours or not self._watched:
+            self._named.set()  # answered, named or not: calls stop waiting
         return ours
 
     # --- writing ------------------------------------------------------------------------

@@ -217,7 +217,6 @@ class McpGateway:
         end = GatewayEnd.SERVER_EXITED
         _log.info("ghost.mcp_session_started")
         try:
-            await relay.probe()
             done, _ = await asyncio.wait(
                 (client_task, server_task), return_when=asyncio.FIRST_COMPLETED
             )
