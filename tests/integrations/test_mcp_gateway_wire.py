@@ -102,6 +102,13 @@ def hostile_run(
     send.write(json.dumps(notification).encode() + b"\n")
     ask("expired", _call(10, "transfer", {"amount": 5, "to": "acct-1"}), 10)
     ask("allowed", _call(11, "read_file", {"path": "/ok", "max_bytes": 5}), 11)
+    # Two names: Python keeps the last, a first-wins parser the first. The server must get
+    # what the gate judged, so the proxy forwards what it parsed, never the bytes it got.
+    duplicate = _call(12, "read_file", {"path": "/dup"}).replace(
+        b'"name": "read_file"', b'"name": "delete_file", "name": "read_file"'
+    )
+    assert b'"name": "delete_file", "name": "read_file"' in duplicate
+    ask("duplicate", duplicate, 12)
     send.close()
     code = proxy.wait(timeout=60)
     stderr = proxy.stderr.read()  # type: ignore[union-attr]
@@ -140,7 +147,8 @@ def test_only_permitted_calls_reach_the_server(
 ) -> None:
     tmp_path, answers, _, _ = hostile_run
     assert [entry["args"] for entry in received(tmp_path / "server.jsonl")] == [
-        {"path": "/ok", "max_bytes": 5}
+        {"path": "/ok", "max_bytes": 5},
+        {"path": "/dup", "max_bytes": 4096},  # read_file, as judged: not delete_file
     ]
     assert answers["allowed"]["result"]["isError"] is False
 
