@@ -81,12 +81,16 @@ class Client:
 async def session(
     tmp_path: Path, gateway_for: Callable[[Gate], McpGateway], result: list[GatewayResult]
 ) -> AsyncIterator[tuple[Client, McapAuditSink]]:
-    os.environ["GHOST_TEST_MCP_LOG"] = str(tmp_path / "server.jsonl")
     sink = McapAuditSink(tmp_path / "run.mcap")
     gateway = gateway_for(Gate(Policy.from_dict(POLICY), sink=sink))
     client = Client()
     serving = asyncio.create_task(
-        gateway.serve([sys.executable, str(SERVER)], client.reader, client.write)
+        gateway.serve(
+            [sys.executable, str(SERVER)],
+            client.reader,
+            client.write,
+            env={**os.environ, "GHOST_TEST_MCP_LOG": str(tmp_path / "server.jsonl")},
+        )
     )
     try:
         yield client, sink
