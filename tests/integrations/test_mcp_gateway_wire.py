@@ -71,49 +71,55 @@ def hostile_run(
     assert proxy.stdout is not None
     send = proxy.stdin
     answers: dict[str, Any] = {}
+    try:
 
-    def ask(key: str, line: bytes, request_id: object) -> None:
-        send.write(line)
-        send.flush()
-        answers[key] = _answer(proxy.stdout, request_id)  # type: ignore[arg-type]
+        def ask(key: str, line: bytes, request_id: object) -> None:
+            send.write(line)
+            send.flush()
+            answers[key] = _answer(proxy.stdout, request_id)  # type: ignore[arg-type]
 
-    ask("list", _call(1, "read_file", [1, 2]), 1)
-    ask("control", _call(2, "read\x1b[2J_file", {"path": "/a"}), 2)
-    ask("string_args", _call(3, "read_file", "path=/etc/passwd"), 3)
-    ask("name_number", _call(4, 7, {}), 4)
-    nested: Any = {"path": "/a"}
-    for _ in range(200):
-        nested = {"x": nested}
-    ask("deep", _call(5, "read_file", nested), 5)
-    ask("huge", _call(6, "read_file", {"path": "/a", "pad": "x" * (2 << 20)}), 6)
-    ask("secret_denied", _call(7, "delete_file", {"path": f"/keys/{SECRET}"}), 7)
-    ask(
-        "too_deep_to_parse",
-        b'{"jsonrpc":"2.0","id":8,"x":' + b"[" * 100_000 + b"]" * 100_000 + b"}\n",
-        None,
-    )
-    ask("not_json", b"tools/call please\n", None)
-    batch = [json.loads(_call(9, "read_file", {"path": "/a"}))]
-    ask("batch", json.dumps(batch).encode() + b"\n", None)
-    # A tools/call notification cannot be answered, so it is dropped; the ping after it shows
-    # the proxy went on (and that nothing from it reached the server, below).
-    notification = json.loads(_call(0, "read_file", {"path": "/notified"}))
-    del notification["id"]
-    send.write(json.dumps(notification).encode() + b"\n")
-    ask("expired", _call(10, "transfer", {"amount": 5, "to": "acct-1"}), 10)
-    ask("allowed", _call(11, "read_file", {"path": "/ok", "max_bytes": 5}), 11)
-    # Two names: Python keeps the last, a first-wins parser the first. The server must get
-    # what the gate judged, so the proxy forwards what it parsed, never the bytes it got.
-    duplicate = _call(12, "read_file", {"path": "/dup"}).replace(
-        b'"name": "read_file"', b'"name": "delete_file", "name": "read_file"'
-    )
-    assert b'"name": "delete_file", "name": "read_file"' in duplicate
-    ask("duplicate", duplicate, 12)
-    send.close()
-    code = proxy.wait(timeout=60)
-    stderr = proxy.stderr.read()  # type: ignore[union-attr]
-    proxy.stdout.close()
-    proxy.stderr.close()  # type: ignore[union-attr]
+        ask("list", _call(1, "read_file", [1, 2]), 1)
+        ask("control", _call(2, "read\x1b[2J_file", {"path": "/a"}), 2)
+        ask("string_args", _call(3, "read_file", "path=/etc/passwd"), 3)
+        ask("name_number", _call(4, 7, {}), 4)
+        nested: Any = {"path": "/a"}
+        for _ in range(200):
+            nested = {"x": nested}
+        ask("deep", _call(5, "read_file", nested), 5)
+        ask("huge", _call(6, "read_file", {"path": "/a", "pad": "x" * (2 << 20)}), 6)
+        ask("secret_denied", _call(7, "delete_file", {"path": f"/keys/{SECRET}"}), 7)
+        ask(
+            "too_deep_to_parse",
+            b'{"jsonrpc":"2.0","id":8,"x":' + b"[" * 100_000 + b"]" * 100_000 + b"}\n",
+            None,
+        )
+        ask("not_json", b"tools/call please\n", None)
+        batch = [json.loads(_call(9, "read_file", {"path": "/a"}))]
+        ask("batch", json.dumps(batch).encode() + b"\n", None)
+        # A tools/call notification cannot be answered, so it is dropped; the ping after it shows
+        # the proxy went on (and that nothing from it reached the server, below).
+        notification = json.loads(_call(0, "read_file", {"path": "/notified"}))
+        del notification["id"]
+        send.write(json.dumps(notification).encode() + b"\n")
+        ask("expired", _call(10, "transfer", {"amount": 5, "to": "acct-1"}), 10)
+        ask("allowed", _call(11, "read_file", {"path": "/ok", "max_bytes": 5}), 11)
+        # Two names: Python keeps the last, a first-wins parser the first. The server must get
+        # what the gate judged, so the proxy forwards what it parsed, never the bytes it got.
+        duplicate = _call(12, "read_file", {"path": "/dup"}).replace(
+            b'"name": "read_file"', b'"name": "delete_file", "name": "read_file"'
+        )
+        assert b'"name": "delete_file", "name": "read_file"' in duplicate
+        ask("duplicate", duplicate, 12)
+        send.close()
+        code = proxy.wait(timeout=60)
+        stderr = proxy.stderr.read()  # type: ignore[union-attr]
+    finally:  # a failed step must not leave the proxy, or its pipes, behind
+        if proxy.poll() is None:
+            proxy.kill()
+            proxy.wait(timeout=60)
+        for pipe in (proxy.stdin, proxy.stdout, proxy.stderr):
+            if pipe is not None:
+                pipe.close()
     return tmp_path, answers, code, stderr
 
 
