@@ -1,7 +1,7 @@
 """The ``ghost`` command line: ``verify``, ``trace-decisions``, ``summary`` (in
 ``analysis._cli_summary``), ``report`` (in ``analysis._cli_report``), ``demo``,
 ``keygen``, ``prove``, ``verify-proof``, ``approvals`` (in ``analysis._cli_approvals``),
-``--version``.
+``mcp-proxy`` (in ``analysis._cli_mcp_proxy``), ``--version``.
 
 Exit codes follow SPEC §6 (ADR 0013):
 
@@ -24,6 +24,9 @@ Exit codes follow SPEC §6 (ADR 0013):
   decision, already resolved, approver not allowed, expired); nothing stored.
   (``approvals``' 1 is a store that is missing, unreadable, locked or not a
   ghost approval store.)
+* 6 — ``mcp-proxy``: the MCP server exited before the client disconnected
+  (the run is sealed). ``mcp-proxy``'s 1 is a proxy that could not start, or a
+  decision that could not be recorded; 130/143 a SIGINT/SIGTERM, the run sealed.
 
 No command ends in a traceback: every error becomes one line on stderr,
 and an error no handler expected still exits 1 with its type named. A
@@ -47,6 +50,7 @@ from typing import TYPE_CHECKING, Any, Final, cast
 
 from analysis._cli_approvals import EXIT_REFUSED, add_approval_commands
 from analysis._cli_args import add_run_argument, resolve_run_argument
+from analysis._cli_mcp_proxy import EXIT_SERVER_EXITED, add_mcp_proxy_command
 from analysis._cli_report import add_report_command
 from analysis._cli_summary import add_summary_command
 from analysis._printable import printable
@@ -61,6 +65,7 @@ __all__ = [
     "EXIT_INTERRUPTED",
     "EXIT_OK",
     "EXIT_REFUSED",
+    "EXIT_SERVER_EXITED",
     "EXIT_TAMPERED",
     "EXIT_TRUNCATED",
     "EXIT_USAGE",
@@ -270,6 +275,7 @@ def _make_parser() -> argparse.ArgumentParser:
     verify_proof.set_defaults(handler=_verify_proof)
 
     add_approval_commands(commands)
+    add_mcp_proxy_command(commands)
     return parser
 
 
