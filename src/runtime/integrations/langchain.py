@@ -1,0 +1,438 @@
+"""ghost for LangChain tools and LangGraph graphs (SPEC §7, ADR 0024; ``ghost-sdk[langchain]``).
+
+Every tool call is judged by the gate before the tool runs, as the `Action`
+``agent=<agent name>, verb=<tool name>, resource="tool:<tool name>",
+args=<the tool input>``. Two ways in, one behaviour:
+
+* a ``ToolNode`` hook: ``ToolNode(tools, wrap_tool_call=tool_gate.wrap_tool_call,
+  awrap_tool_call=tool_gate.awrap_tool_call)``, or `gated_tool_node` which
+  builds that node -- every call the node makes is gated;
+* a tool wrapper: `gate_tool` (or `ToolGate.tool`) returns a `BaseTool` that
+  gates each call of the tool it wraps, for agents and chains that take tools.
+
+What the verdicts become:
+
+* ``allow``, ``narrow``, ``scrub``: the tool runs with ``decision.args`` (the
+  narrowed or scrubbed arguments, never the model's originals);
+* ``deny``: the model gets LangChain's own tool error, a ``ToolMessage`` with
+  ``status="error"`` whose text carries ``decision.reason`` and the decision id;
+* ``pending``: inside a LangGraph run with a checkpointer, ``interrupt(payload)``
+  (the payload shows the decision id, the tool, the reason and the arguments
+  that would run, scrubbed); ``Command(resume={"approved": True, "approver":
+  "alice"})`` resolves the ghost approval (`resolve_held`: a resolution made
+  meanwhile through ``gate.approvals`` or ``ghost approvals`` wins), and the tool
+  runs only under an approval `ApprovalQueue.execute` accepts. Anywhere else
+  the call waits, up to the rule's approval timeout (`settle`).
+
+Fail closed: a tool name that is not a string, an input that is not a dict,
+or an override that raises or returns no `Action` is a recorded ``deny``. An
+`AuditError` propagates and the tool does not run (``ToolNode``'s default
+error handling re-raises it too).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Final, cast
+
+from langchain_core.messages import ToolMessage
+from langchain_core.runnables import RunnableConfig
+from langchain_core.tools import BaseTool
+from langgraph.prebuilt import ToolNode
+from langgraph.prebuilt.tool_node import ToolCallRequest
+from langgraph.types import Command, interrupt
+
+from runtime._action import Action, Decision
+from runtime._errors import ApprovalError
+from runtime._gate import Gate
+from runtime._logging import get_event_log
+from runtime._recorded import type_name
+from runtime.integrations._gated_call import (
+    GatedCall,
+    asettle,
+    judged,
+    resolve_held,
+    settle,
+    tool_action,
+)
+from runtime.integrations._langchain_hold import (
+    HeldCalls,
+    Resume,
+    hold_key,
+    parse_resume,
+    payload,
+)
+
+__all__ = [
+    "DEFAULT_AGENT",
+    "LangChainOverride",
+    "LangChainToolCall",
+    "OverrideFailed",
+    "ToolGate",
+    "UnnamedTool",
+    "gate_tool",
+    "gated_tool_node",
+]
+
+_log = get_event_log("ghost.integrations")
+
+DEFAULT_AGENT: Final = "LangGraph"
+"""The agent name when none is configured and the run names none: LangGraph's default graph name."""
+
+_AGENT_METADATA_KEY: Final = "lc_agent_name"  # what LangChain's create_agent(name=...) sets
+
+
+class OverrideFailed:
+    """Stands in for the resource of a call whose override failed, so that the gate denies.
+
+    The gate takes only a string as a resource; this object makes the failure
+    a recorded ``deny`` ("resource must be a string, not OverrideFailed").
+    """
+
+    __slots__ = ()
+
+
+class UnnamedTool:
+    """Stands in for the resource of a call whose tool name is not a string (a recorded deny)."""
+
+    __slots__ = ()
+
+
+_OVERRIDE_FAILED: Final = OverrideFailed()
+_UNNAMED: Final = UnnamedTool()
+
+
+@dataclass(frozen=True, slots=True)
+class LangChainToolCall:
+    """One tool call as an override sees it, before the gate.
+
+    Attributes:
+        agent: the agent name the default convention would use.
+        tool_name: the tool's name, as the call gives it (not checked yet).
+        args: the tool input, as the call gives it (not checked yet).
+        tool_call_id: the model's id of the call, or None (a direct invocation).
+        config: the runnable config of the call, or None.
+    """
+
+    agent: str
+    tool_name: object
+    args: object
+    tool_call_id: object
+    config: RunnableConfig | None
+
+
+LangChainOverride = Callable[[LangChainToolCall], Action]
+"""An override: from a `LangChainToolCall` to the `Action` the gate judges (SPEC §7)."""
+
+
+class ToolGate:
+    """Gates LangChain tool calls with one `Gate`: the ``ToolNode`` hooks and a tool wrapper.
+
+    Args:
+        gate: the gate that judges every call.
+        agent: the agent name of every call; default: the run's ``lc_agent_name``
+            metadata (LangChain's ``create_agent(name=...)``), else ``"LangGraph"``.
+        override: a callable from a `LangChainToolCall` to the `Action` to judge,
+            for resources finer than the tool; what it raises (or a result that
+            is not an `Action`) denies the call, recorded.
+        approver: who answers a LangGraph resume that names no ``approver``.
+        wait_timeout_s: outside a checkpointed graph, the longest a pending
+            call blocks (default: until resolved or expired by the rule's
+            timeout); past it `TimeoutError` is raised and nothing runs.
+
+    Raises:
+        TypeError: ``gate`` is not a `Gate`, or ``override`` is not callable.
+    """
+
+    def __init__(
+        self,
+        gate: Gate,
+        *,
+        agent: str | None = None,
+        override: LangChainOverride | None = None,
+        approver: str | None = None,
+        wait_timeout_s: float = math.inf,
+    ) -> None:
+        if not isinstance(gate, Gate):
+            raise TypeError(f"ToolGate needs a Gate, not {type_name(gate)}")
+        if override is not None and not callable(override):
+            raise TypeError(f"override must be callable, not {type_name(override)}")
+        self._gate = gate
+        self._agent = agent
+        self._override = override
+        self._approver = approver
+        self._wait_timeout_s = wait_timeout_s
+        self._held = HeldCalls()
+
+    @property
+    def gate(self) -> Gate:
+        """The gate that judges every call."""
+        return self._gate
+
+    @property
+    def held_count(self) -> int:
+        """How many interrupted calls this process remembers for their resume."""
+        return len(self._held)
+
+    # -- judging one call -----------------------------------------------------------------
+
+    def gate_call(
+        self,
+        tool_name: object,
+        tool_input: object,
+        *,
+        tool_call_id: object = None,
+        config: RunnableConfig | None = None,
+    ) -> GatedCall:
+        """Judge one tool call; hold a ``pending`` one (interrupt, or wait); return what to do.
+
+        Args:
+            tool_name: the tool's name.
+            tool_input: the tool's input (a dict of the model's arguments).
+            tool_call_id: the model's id of the call.
+            config: the call's runnable config (a LangGraph run's, inside a graph).
+
+        Returns:
+            The `GatedCall`: run with ``call.args``, or hand ``call.refusal`` to the model.
+
+        Raises:
+            GraphInterrupt: (LangGraph's) the call is held for a human.
+            TimeoutError: outside a graph, ``wait_timeout_s`` passed first.
+            AuditError: a record could not be written; the tool must not run.
+        """
+        key = hold_key(config, tool_call_id, tool_name)
+        decision = self._held.find(key, tool_input) if key is not None else None
+        agent = self._agent_for(config)
+        if decision is None:
+            action = self._action(agent, tool_name, tool_input, tool_call_id, config)
+            decision = self._gate.check(action)
+        call = judged(decision)
+        if not call.held:
+            return call
+        if key is None:
+            return settle(self._gate, decision, timeout_s=self._wait_timeout_s)
+        self._held.hold(key, decision, tool_input)
+        resume = self._interrupt(decision, agent, tool_name)
+        self._held.release(key)
+        return self._resolve(decision, resume)
+
+    async def agate_call(
+        self,
+        tool_name: object,
+        tool_input: object,
+        *,
+        tool_call_id: object = None,
+        config: RunnableConfig | None = None,
+    ) -> GatedCall:
+        """The asyncio twin of `gate_call`: the gate and any wait never block the loop."""
+        key = hold_key(config, tool_call_id, tool_name)
+        decision = self._held.find(key, tool_input) if key is not None else None
+        agent = self._agent_for(config)
+        if decision is None:
+            action = self._action(agent, tool_name, tool_input, tool_call_id, config)
+            decision = await self._gate.acheck(action)
+        call = judged(decision)
+        if not call.held:
+            return call
+        if key is None:
+            return await asettle(self._gate, decision, timeout_s=self._wait_timeout_s)
+        self._held.hold(key, decision, tool_input)
+        resume = self._interrupt(decision, agent, tool_name)
+        self._held.release(key)
+        return await asyncio.to_thread(self._resolve, decision, resume)
+
+    # -- the ToolNode hooks -----------------------------------------------------------------
+
+    def wrap_tool_call(
+        self,
+        request: ToolCallRequest,
+        execute: Callable[[ToolCallRequest], ToolMessage | Command[Any]],
+    ) -> ToolMessage | Command[Any]:
+        """``ToolNode(wrap_tool_call=...)``: gate the call, then run it with the effective args.
+
+        Raises:
+            as `gate_call`.
+        """
+        tool_call = request.tool_call
+        call = self.gate_call(
+            tool_call.get("name"),
+            tool_call.get("args"),
+            tool_call_id=tool_call.get("id"),
+            config=request.runtime.config if request.runtime is not None else None,
+        )
+        if call.args is None:
+            return _error_message(tool_call, call)
+        return execute(request.override(tool_call={**tool_call, "args": call.args}))
+
+    async def awrap_tool_call(
+        self,
+        request: ToolCallRequest,
+        execute: Callable[[ToolCallRequest], Awaitable[ToolMessage | Command[Any]]],
+    ) -> ToolMessage | Command[Any]:
+        """``ToolNode(..., awrap_tool_call=...)``: the asyncio twin of `wrap_tool_call`."""
+        tool_call = request.tool_call
+        call = await self.agate_call(
+            tool_call.get("name"),
+            tool_call.get("args"),
+            tool_call_id=tool_call.get("id"),
+            config=request.runtime.config if request.runtime is not None else None,
+        )
+        if call.args is None:
+            return _error_message(tool_call, call)
+        return await execute(request.override(tool_call={**tool_call, "args": call.args}))
+
+    def tool_node(self, tools: Sequence[BaseTool | Callable[..., Any]], **kwargs: Any) -> ToolNode:
+        """A ``ToolNode`` of ``tools`` whose every call is gated (``kwargs`` go to ``ToolNode``).
+
+        Raises:
+            TypeError: ``kwargs`` names a wrapper of its own (``wrap_tool_call``,
+                ``awrap_tool_call``): compose it around `wrap_tool_call` instead.
+        """
+        if "wrap_tool_call" in kwargs or "awrap_tool_call" in kwargs:
+            raise TypeError("a gated ToolNode takes ghost's wrappers; compose yours around them")
+        return ToolNode(
+            tools,
+            wrap_tool_call=self.wrap_tool_call,
+            awrap_tool_call=self.awrap_tool_call,
+            **kwargs,
+        )
+
+    def tool(self, tool: BaseTool) -> BaseTool:
+        """A tool that gates each call of ``tool`` and runs it with the effective args.
+
+        Raises:
+            TypeError: ``tool`` is not a LangChain `BaseTool`.
+        """
+        from runtime.integrations._langchain_tool import GatedTool
+
+        if not isinstance(tool, BaseTool):
+            raise TypeError(f"gate_tool wraps a LangChain BaseTool, not {type_name(tool)}")
+        return GatedTool.wrapping(tool, self)
+
+    # -- machinery ------------------------------------------------------------------------
+
+    def _agent_for(self, config: RunnableConfig | None) -> str:
+        if self._agent is not None:
+            return self._agent
+        metadata = config.get("metadata") if config is not None else None
+        if isinstance(metadata, Mapping):
+            named = metadata.get(_AGENT_METADATA_KEY)
+            if isinstance(named, str):
+                return named  # the gate validates it (a hostile name is a recorded deny)
+        return DEFAULT_AGENT
+
+    def _action(
+        self,
+        agent: str,
+        tool_name: object,
+        tool_input: object,
+        tool_call_id: object,
+        config: RunnableConfig | None,
+    ) -> Action:
+        """The action to judge; a failed override or a bad name becomes one the gate denies."""
+        if self._override is not None:
+            try:
+                made = self._override(
+                    LangChainToolCall(agent, tool_name, tool_input, tool_call_id, config)
+                )
+            except Exception as exc:  # noqa: BLE001 - host code failed: a recorded deny
+                _log.warning("ghost.langchain_override_failed", error=type_name(exc))
+                return Action(agent, _verb(tool_name), cast(str, _OVERRIDE_FAILED), {})
+            if isinstance(made, Action):
+                return made
+            _log.warning("ghost.langchain_override_failed", error=type_name(made))
+            return Action(agent, _verb(tool_name), cast(str, _OVERRIDE_FAILED), {})
+        if type(tool_name) is not str:  # a str subclass could answer `+` with its own code
+            return Action(agent, cast(str, tool_name), cast(str, _UNNAMED), {})
+        # A non-dict input goes to the gate as it is: a recorded deny naming its type.
+        return tool_action(agent, tool_name, cast(Mapping[str, Any], tool_input))
+
+    def _interrupt(self, decision: Decision, agent: str, tool_name: object) -> Resume:
+        """Interrupt the run; on its resume, the answer to this decision.
+
+        A resume value that names another decision is an answer to another held
+        call: this one asks again (the next ``interrupt`` of the same task).
+        """
+        shown = payload(decision, agent=agent, tool_name=cast(str, tool_name))
+        while True:
+            resume = parse_resume(interrupt(shown))
+            if resume.decision_id in (None, decision.decision_id):
+                return resume
+
+    def _resolve(self, decision: Decision, resume: Resume) -> GatedCall:
+        """Resolve a held decision with the answer a resume carried (the first resolution wins)."""
+        held = f"decision {decision.decision_id} stays pending until it is resolved or expires"
+        if resume.approve is None:
+            return _refused(decision, f"{resume.problem}; {held}")
+        approver = resume.approver if resume.approver is not None else self._approver
+        if approver is None:
+            return _refused(decision, f"the resume value names no approver; {held}")
+        try:
+            return resolve_held(self._gate, decision, approve=resume.approve, approver=approver)
+        except ApprovalError as exc:
+            return _refused(decision, f"{exc}; {held}")
+
+
+def _verb(tool_name: object) -> str:
+    return cast(str, tool_name)  # the gate validates it; anything but a str denies
+
+
+def _refused(decision: Decision, why: str) -> GatedCall:
+    return GatedCall(decision, None, None, f"ghost did not run this tool call: {why}")
+
+
+def _error_message(tool_call: Mapping[str, Any], call: GatedCall) -> ToolMessage:
+    """LangChain's own tool error: the refusal, as a ``ToolMessage`` with ``status="error"``."""
+    name = tool_call.get("name")
+    return ToolMessage(
+        content=cast(str, call.refusal),
+        name=name if isinstance(name, str) else None,
+        tool_call_id=_call_id(tool_call.get("id")),
+        status="error",
+        artifact={"ghost_decision_id": call.decision.decision_id},
+    )
+
+
+def _call_id(value: object) -> str:
+    return str.__str__(value) if isinstance(value, str) else ""
+
+
+def gate_tool(
+    gate: Gate,
+    tool: BaseTool,
+    *,
+    agent: str | None = None,
+    override: LangChainOverride | None = None,
+    approver: str | None = None,
+) -> BaseTool:
+    """A LangChain tool that gates each call of ``tool`` (sync and async).
+
+    Shorthand for ``ToolGate(gate, ...).tool(tool)``; several tools gated alike
+    share one `ToolGate`.
+
+    Raises:
+        TypeError: ``gate`` is not a `Gate`, or ``tool`` not a `BaseTool`.
+    """
+    return ToolGate(gate, agent=agent, override=override, approver=approver).tool(tool)
+
+
+def gated_tool_node(
+    gate: Gate,
+    tools: Sequence[BaseTool | Callable[..., Any]],
+    *,
+    agent: str | None = None,
+    override: LangChainOverride | None = None,
+    approver: str | None = None,
+    **kwargs: Any,
+) -> ToolNode:
+    """A LangGraph ``ToolNode`` of ``tools`` whose every call is gated (``kwargs`` go to it).
+
+    Raises:
+        TypeError: as `ToolGate` and `ToolGate.tool_node`.
+    """
+    return ToolGate(gate, agent=agent, override=override, approver=approver).tool_node(
+        tools, **kwargs
+    )
