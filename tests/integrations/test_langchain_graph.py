@@ -342,3 +342,70 @@ def test_verdicts_are_what_the_policy_says(tmp_path: Path) -> None:
         "note": RuntimeVerdict.SCRUB,
         "delete": RuntimeVerdict.DENY,
     }
+
+
+def parallel_refunds(tmp_path: Path) -> tuple[Agent, McapAuditSink]:
+    tools = Tools()
+    sink = McapAuditSink(tmp_path / "run.mcap")
+    tool_gate = ToolGate(make_gate(sink), agent="shop")
+    script = turns(
+        [
+            call("refund", {"order": "A", "amount": 30}, "c-a"),
+            call("refund", {"order": "B", "amount": 5000}, "c-b"),
+        ]
+    )
+    return build_agent(tool_gate.tool_node(tools.all()), tools, script), sink
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_parallel_held_calls_are_answered_by_decision_id_each_with_its_own_answer(
+    tmp_path: Path, mode: str
+) -> None:
+    import asyncio
+
+    agent, sink = parallel_refunds(tmp_path)
+
+    def invoke(value: Any) -> dict[str, Any]:
+        if mode == "sync":
+            return agent.graph.invoke(value, CONFIG)
+        return asyncio.run(agent.graph.ainvoke(value, CONFIG))
+
+    answered: dict[str, bool] = {}
+    with sink:
+        state = invoke({"messages": []})
+        for _ in range(12):  # each round answers what is shown; bounded, so a bug still ends
+            if "__interrupt__" not in state:
+                break
+            shown = state["__interrupt__"][0].value
+            approve = shown["args"]["order"] == "A"
+            answered[shown["decision_id"]] = approve
+            answer = {"approved": approve, "approver": "alice", "decision_id": shown["decision_id"]}
+            state = invoke(Command(resume=answer))
+    assert "__interrupt__" not in state
+    assert len(answered) == 2
+    assert agent.tools.received == [("refund", {"order": "A", "amount": 30})]
+    shown_results = tool_messages(agent)
+    assert shown_results["c-a"].status == "success"
+    assert "rejected by alice" in str(shown_results["c-b"].content)
+    assert_intact(tmp_path / "run.mcap")
+    assert decisions(tmp_path / "run.mcap") == 2
+
+
+def test_a_plain_answer_never_runs_a_parallel_call_other_than_the_one_shown(
+    tmp_path: Path,
+) -> None:
+    # LangGraph hands a plain resume value to whichever interrupt of the task comes
+    # first on the re-run; parallel tool calls make that order a race. Approving what
+    # shows A must never run B.
+    agent, sink = parallel_refunds(tmp_path)
+    with sink:
+        state = agent.start()
+        for _ in range(6):
+            if "__interrupt__" not in state:
+                break
+            shown = state["__interrupt__"][0].value
+            approve = shown["args"]["order"] == "A"
+            state = agent.graph.invoke(
+                Command(resume={"approved": approve, "approver": "alice"}), CONFIG
+            )
+    assert ("refund", {"order": "B", "amount": 5000}) not in agent.tools.received

@@ -277,7 +277,10 @@ def test_held_calls_match_only_the_same_input_and_stay_bounded() -> None:
     held = HeldCalls()
     key = ("t", "ns", "c", "refund")
     held.hold(key, decision, {"order": "A", "amount": 1})
-    assert held.find(key, {"order": "A", "amount": 1}) is decision
+    found = held.find(key, {"order": "A", "amount": 1})
+    assert found is not None
+    assert found.decision is decision
+    assert found.settled is None
     assert held.find(key, {"order": "A", "amount": 2}) is None
     assert held.find(("t", "ns", "other", "refund"), {"order": "A", "amount": 1}) is None
 
@@ -289,13 +292,33 @@ def test_held_calls_match_only_the_same_input_and_stay_bounded() -> None:
 
     held.hold(key, decision, Incomparable())
     assert held.find(key, {"order": "A"}) is None
-    held.release(key)
-    assert len(held) == 0
+    assert held.outcome(key, {"order": "A"}) == (False, None)
+    held.answered(key, {"order": "A"}, "the result")
+    assert len(held) == 0  # an answered call is no longer held
+    assert held.outcome(key, {"order": "A"}) == (True, "the result")
+    assert held.outcome(key, {"order": "B"}) == (False, None)
     for index in range(4100):
-        held.hold(("t", "ns", str(index), "refund"), decision, {})
+        held.hold(("t", str(index), "c", "refund"), decision, {})
     assert len(held) == 4096
-    assert held.find(("t", "ns", "0", "refund"), {}) is None  # the oldest went first
-    assert held.find(("t", "ns", "4099", "refund"), {}) is decision
+    assert held.find(("t", "0", "c", "refund"), {}) is None  # the oldest went first
+    newest = held.find(("t", "4099", "c", "refund"), {})
+    assert newest is not None
+    assert newest.decision is decision
+
+
+def test_a_plain_answer_is_taken_only_in_a_task_that_held_one_decision() -> None:
+    gate = make_gate(MemoryAuditSink())
+    first = gate.check(tool_action("shop", "refund", {"order": "A", "amount": 1}))
+    second = gate.check(tool_action("shop", "refund", {"order": "B", "amount": 1}))
+    held = HeldCalls()
+    plain = parse_resume({"approved": True})
+    named = parse_resume({"approved": True, "decision_id": first.decision_id})
+    held.hold(("t", "ns", "a", "refund"), first, {})
+    assert held.answerable(("t", "ns", "a", "refund"), plain)
+    held.hold(("t", "ns", "b", "refund"), second, {})
+    assert not held.answerable(("t", "ns", "a", "refund"), plain)
+    assert held.answerable(("t", "ns", "a", "refund"), named)
+    assert held.answerable(("t", "other", "c", "refund"), plain)  # another task
 
 
 def test_importing_the_integrations_package_does_not_import_langchain() -> None:

@@ -18,21 +18,24 @@ nobody approved.
 
 from __future__ import annotations
 
+import asyncio
 import threading
-from collections.abc import Mapping
+from collections.abc import Coroutine, Mapping
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Any, Final, TypeVar
 
 from langchain_core.runnables import RunnableConfig
 from langgraph._internal._constants import CONFIG_KEY_CHECKPOINTER, CONFIG_KEY_SCRATCHPAD
 
 from runtime._action import Decision
+from runtime.integrations._gated_call import GatedCall
 
-__all__ = ["HeldCalls", "HoldKey", "Resume", "hold_key", "parse_resume", "payload"]
+__all__ = ["Held", "HeldCalls", "HoldKey", "Resume", "hold_key", "parse_resume", "payload"]
 
 HoldKey = tuple[str, str, str, str]
 """(thread id, checkpoint namespace, tool call id, tool name) of one call in a graph."""
 
+ResultT = TypeVar("ResultT")
 PAYLOAD_KIND: Final = "ghost.approval"
 _MAX_HELD: Final = 4096
 
@@ -71,46 +74,134 @@ def _text(value: object) -> str:
 
 
 @dataclass(frozen=True, slots=True)
-class _Held:
+class Held:
+    """A held call: its decision and, once its resume was answered, what it came to.
+
+    Attributes:
+        decision: the pending decision.
+        tool_input: the input of the call that was held.
+        settled: the judged answer, kept until the call's outcome is (so a run
+            cancelled between the answer and the tool still runs it on the
+            re-run, under the approval already given), or None.
+    """
+
     decision: Decision
     tool_input: object
+    settled: GatedCall | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class _Answered:
+    tool_input: object
+    result: object
+
+
+def _same(a: object, b: object) -> bool:
+    try:
+        return bool(a == b)
+    except Exception:  # noqa: BLE001 - an input that cannot be compared is another call
+        return False
 
 
 class HeldCalls:
     """The pending decisions of interrupted tool calls, by `HoldKey`. Thread-safe.
 
-    Bounded: past 4,096 held calls the oldest are forgotten (a resume of one of
-    those asks the gate again, as after a restart).
+    Also which decisions each task (thread and checkpoint namespace) ever held:
+    LangGraph hands a task's resume values to its ``interrupt`` calls by their
+    order, and tool calls a ``ToolNode`` runs in parallel reach their
+    ``interrupt`` in any order, so in a task that held more than one decision a
+    resume value must name the decision it answers (`answerable`).
+
+    Bounded: past 4,096 held calls (or tasks) the oldest are forgotten (a resume
+    of one of those asks the gate again, as after a restart).
     """
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._held: dict[HoldKey, _Held] = {}
+        self._held: dict[HoldKey, Held] = {}
+        self._tasks: dict[tuple[str, str], set[str]] = {}
+        self._answered: dict[HoldKey, _Answered] = {}
+        self._running: dict[HoldKey, asyncio.Task[Any]] = {}
 
-    def find(self, key: HoldKey, tool_input: object) -> Decision | None:
-        """The decision held for ``key``, if the call there has the same input."""
+    def find(self, key: HoldKey, tool_input: object) -> Held | None:
+        """What is held for ``key``, if the call there has the same input."""
         with self._lock:
             held = self._held.get(key)
         if held is None:
             return None
-        try:
-            same = bool(held.tool_input == tool_input)
-        except Exception:  # noqa: BLE001 - an input that cannot be compared is another call
-            same = False
-        return held.decision if same else None
+        return held if _same(held.tool_input, tool_input) else None
+
+    def settle(self, key: HoldKey, call: GatedCall) -> None:
+        """Keep the answer of the held call at ``key`` until its outcome is kept."""
+        with self._lock:
+            held = self._held.get(key)
+            if held is not None:
+                self._held[key] = Held(held.decision, held.tool_input, call)
+
+    def answered(self, key: HoldKey, tool_input: object, result: object) -> None:
+        """Keep the outcome of the held call at ``key``, now answered (run or refused).
+
+        LangGraph runs the whole node again while another call of the same step
+        is held; the answered call then returns this, and runs no second time.
+        """
+        with self._lock:
+            self._held.pop(key, None)
+            self._answered.pop(key, None)
+            self._answered[key] = _Answered(tool_input, result)
+            while len(self._answered) > _MAX_HELD:
+                del self._answered[next(iter(self._answered))]
+
+    def start(self, key: HoldKey, work: Coroutine[Any, Any, ResultT]) -> asyncio.Task[ResultT]:
+        """Run ``work`` (an answered call's tool) as a task the re-run of its node can await."""
+        task = asyncio.ensure_future(work)
+        with self._lock:
+            self._running[key] = task
+
+        def done(finished: asyncio.Task[ResultT]) -> None:
+            with self._lock:
+                if self._running.get(key) is finished:
+                    del self._running[key]
+
+        task.add_done_callback(done)
+        return task
+
+    def running(self, key: HoldKey) -> asyncio.Task[Any] | None:
+        """The task still running the tool of the answered call at ``key`` on this loop, or None."""
+        with self._lock:
+            task = self._running.get(key)
+        if task is None or task.done() or task.get_loop() is not asyncio.get_running_loop():
+            return None
+        return task
+
+    def outcome(self, key: HoldKey, tool_input: object) -> tuple[bool, object]:
+        """``(True, outcome)`` of the answered call at ``key`` else ``(False, None)``."""
+        with self._lock:
+            answered = self._answered.get(key)
+        if answered is None or not _same(answered.tool_input, tool_input):
+            return False, None
+        return True, answered.result
 
     def hold(self, key: HoldKey, decision: Decision, tool_input: object) -> None:
         """Keep ``decision`` for the re-run of the call at ``key``."""
         with self._lock:
             self._held.pop(key, None)
-            self._held[key] = _Held(decision, tool_input)
+            self._held[key] = Held(decision, tool_input)
             while len(self._held) > _MAX_HELD:
                 del self._held[next(iter(self._held))]
+            self._tasks.setdefault(key[:2], set()).add(decision.decision_id)
+            while len(self._tasks) > _MAX_HELD:
+                del self._tasks[next(iter(self._tasks))]
 
-    def release(self, key: HoldKey) -> None:
-        """Forget the call at ``key`` (it was resumed)."""
+    def answerable(self, key: HoldKey, resume: Resume) -> bool:
+        """Whether ``resume`` may answer the call at ``key`` without naming its decision.
+
+        Only when its task never held another decision: LangGraph cannot say
+        which of several parallel interrupts a plain value answers.
+        """
+        if resume.decision_id is not None:
+            return True
         with self._lock:
-            self._held.pop(key, None)
+            return len(self._tasks.get(key[:2], ())) <= 1
 
     def __len__(self) -> int:
         with self._lock:
@@ -131,7 +222,12 @@ def payload(decision: Decision, *, agent: str, tool_name: str) -> dict[str, Any]
         "reason": decision.reason,
         "matched_policy": decision.matched_policy,
         "args": dict(decision.args),
-        "resume": {"approved": "true or false", "approver": "who decides (optional)"},
+        # How to answer: Command(resume={"approved": ..., "approver": ..., "decision_id": ...}).
+        "answer": {
+            "approved": "True or False",
+            "approver": "who decides (else the adapter's configured approver)",
+            "decision_id": decision.decision_id,
+        },
     }
 
 

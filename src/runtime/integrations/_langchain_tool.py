@@ -80,9 +80,9 @@ class GatedTool(BaseTool):
             args = {k: v for k, v in args.items() if k not in self.injected}
         return tool_call_id, args, injected
 
-    def _effective(self, value: object, call: GatedCall, injected: dict[str, Any]) -> Any:
+    def _effective(self, value: object, effective: dict[str, Any], injected: dict[str, Any]) -> Any:
         """The input the wrapped tool gets: the effective arguments (and the injected ones)."""
-        args = {**cast(dict[str, Any], call.args), **injected}
+        args = {**effective, **injected}
         if _is_tool_call(value):
             return {**cast(dict[str, Any], value), "args": args}
         return args
@@ -112,20 +112,30 @@ class GatedTool(BaseTool):
             AuditError: a record could not be written; the tool did not run.
         """
         tool_call_id, args, injected = self._split(input)
-        call = self.tool_gate.gate_call(self.name, args, tool_call_id=tool_call_id, config=config)
-        if call.args is None:
-            return self._refusal(call, tool_call_id)
-        return self.inner.invoke(self._effective(input, call, injected), config, **kwargs)
+        return self.tool_gate.run_call(
+            self.name,
+            args,
+            lambda effective: self.inner.invoke(
+                self._effective(input, effective, injected), config, **kwargs
+            ),
+            lambda call: self._refusal(call, tool_call_id),
+            tool_call_id=tool_call_id,
+            config=config,
+        )
 
     async def ainvoke(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> Any:
         """The asyncio twin of `invoke`."""
         tool_call_id, args, injected = self._split(input)
-        call = await self.tool_gate.agate_call(
-            self.name, args, tool_call_id=tool_call_id, config=config
+        return await self.tool_gate.arun_call(
+            self.name,
+            args,
+            lambda effective: self.inner.ainvoke(
+                self._effective(input, effective, injected), config, **kwargs
+            ),
+            lambda call: self._refusal(call, tool_call_id),
+            tool_call_id=tool_call_id,
+            config=config,
         )
-        if call.args is None:
-            return self._refusal(call, tool_call_id)
-        return await self.inner.ainvoke(self._effective(input, call, injected), config, **kwargs)
 
     def _run(self, *args: Any, **kwargs: Any) -> Any:
         """``BaseTool.run`` (a direct call): gate the parsed arguments, then run the inner tool."""

@@ -36,7 +36,7 @@ import asyncio
 import math
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Final, cast
+from typing import Any, Final, TypeVar, cast
 
 from langchain_core.messages import ToolMessage
 from langchain_core.runnables import RunnableConfig
@@ -50,6 +50,7 @@ from runtime._errors import ApprovalError
 from runtime._gate import Gate
 from runtime._logging import get_event_log
 from runtime._recorded import type_name
+from runtime._verdict import RuntimeVerdict
 from runtime.integrations._gated_call import (
     GatedCall,
     asettle,
@@ -60,6 +61,7 @@ from runtime.integrations._gated_call import (
 )
 from runtime.integrations._langchain_hold import (
     HeldCalls,
+    HoldKey,
     Resume,
     hold_key,
     parse_resume,
@@ -78,6 +80,7 @@ __all__ = [
 ]
 
 _log = get_event_log("ghost.integrations")
+_ResultT = TypeVar("_ResultT")
 
 DEFAULT_AGENT: Final = "LangGraph"
 """The agent name when none is configured and the run names none: LangGraph's default graph name."""
@@ -204,20 +207,7 @@ class ToolGate:
             AuditError: a record could not be written; the tool must not run.
         """
         key = hold_key(config, tool_call_id, tool_name)
-        decision = self._held.find(key, tool_input) if key is not None else None
-        agent = self._agent_for(config)
-        if decision is None:
-            action = self._action(agent, tool_name, tool_input, tool_call_id, config)
-            decision = self._gate.check(action)
-        call = judged(decision)
-        if not call.held:
-            return call
-        if key is None:
-            return settle(self._gate, decision, timeout_s=self._wait_timeout_s)
-        self._held.hold(key, decision, tool_input)
-        resume = self._interrupt(decision, agent, tool_name)
-        self._held.release(key)
-        return self._resolve(decision, resume)
+        return self._judge(key, tool_name, tool_input, tool_call_id, config)
 
     async def agate_call(
         self,
@@ -229,20 +219,75 @@ class ToolGate:
     ) -> GatedCall:
         """The asyncio twin of `gate_call`: the gate and any wait never block the loop."""
         key = hold_key(config, tool_call_id, tool_name)
-        decision = self._held.find(key, tool_input) if key is not None else None
-        agent = self._agent_for(config)
-        if decision is None:
-            action = self._action(agent, tool_name, tool_input, tool_call_id, config)
-            decision = await self._gate.acheck(action)
-        call = judged(decision)
-        if not call.held:
-            return call
-        if key is None:
-            return await asettle(self._gate, decision, timeout_s=self._wait_timeout_s)
-        self._held.hold(key, decision, tool_input)
-        resume = self._interrupt(decision, agent, tool_name)
-        self._held.release(key)
-        return await asyncio.to_thread(self._resolve, decision, resume)
+        return await self._ajudge(key, tool_name, tool_input, tool_call_id, config)
+
+    def run_call(
+        self,
+        tool_name: object,
+        tool_input: object,
+        run: Callable[[dict[str, Any]], _ResultT],
+        refuse: Callable[[GatedCall], _ResultT],
+        *,
+        tool_call_id: object = None,
+        config: RunnableConfig | None = None,
+    ) -> _ResultT:
+        """Gate one call, then ``run(call.args)`` or ``refuse(call)``; return what that returns.
+
+        Inside a checkpointed graph, a call that was held and then answered is
+        answered once: when LangGraph runs the node again (another call of the
+        same step interrupts), its first outcome is returned, and the tool does
+        not run a second time.
+
+        Raises:
+            as `gate_call`, and whatever ``run`` raises.
+        """
+        key = hold_key(config, tool_call_id, tool_name)
+        if key is not None:
+            found, result = self._held.outcome(key, tool_input)
+            if found:
+                return cast(_ResultT, result)
+        call = self._judge(key, tool_name, tool_input, tool_call_id, config)
+        result = refuse(call) if call.args is None else run(call.args)
+        if key is not None and call.decision.verdict is RuntimeVerdict.PENDING:
+            self._held.answered(key, tool_input, result)
+        return result
+
+    async def arun_call(
+        self,
+        tool_name: object,
+        tool_input: object,
+        run: Callable[[dict[str, Any]], Awaitable[_ResultT]],
+        refuse: Callable[[GatedCall], _ResultT],
+        *,
+        tool_call_id: object = None,
+        config: RunnableConfig | None = None,
+    ) -> _ResultT:
+        """The asyncio twin of `run_call` (``run`` is awaited).
+
+        An answered held call runs in a task of its own, shielded: a run of the
+        graph cancelled meanwhile (another call of the step interrupted it) does
+        not stop it halfway, and the node's re-run on the same loop awaits that
+        task rather than running the tool again.
+        """
+        key = hold_key(config, tool_call_id, tool_name)
+        if key is not None:
+            found, result = self._held.outcome(key, tool_input)
+            if found:
+                return cast(_ResultT, result)
+            running = self._held.running(key)
+            if running is not None:
+                return cast(_ResultT, await asyncio.shield(running))
+        call = await self._ajudge(key, tool_name, tool_input, tool_call_id, config)
+        if key is None or call.decision.verdict is not RuntimeVerdict.PENDING:
+            return refuse(call) if call.args is None else await run(call.args)
+        held_at = key
+
+        async def finish() -> _ResultT:
+            outcome = refuse(call) if call.args is None else await run(call.args)
+            self._held.answered(held_at, tool_input, outcome)
+            return outcome
+
+        return await asyncio.shield(self._held.start(held_at, finish()))
 
     # -- the ToolNode hooks -----------------------------------------------------------------
 
@@ -257,32 +302,30 @@ class ToolGate:
             as `gate_call`.
         """
         tool_call = request.tool_call
-        call = self.gate_call(
+        return self.run_call(
             tool_call.get("name"),
             tool_call.get("args"),
+            lambda args: execute(request.override(tool_call={**tool_call, "args": args})),
+            lambda call: _error_message(tool_call, call),
             tool_call_id=tool_call.get("id"),
-            config=request.runtime.config if request.runtime is not None else None,
+            config=_config_of(request),
         )
-        if call.args is None:
-            return _error_message(tool_call, call)
-        return execute(request.override(tool_call={**tool_call, "args": call.args}))
 
     async def awrap_tool_call(
         self,
         request: ToolCallRequest,
         execute: Callable[[ToolCallRequest], Awaitable[ToolMessage | Command[Any]]],
     ) -> ToolMessage | Command[Any]:
-        """``ToolNode(..., awrap_tool_call=...)``: the asyncio twin of `wrap_tool_call`."""
+        """``ToolNode(awrap_tool_call=...)``: the asyncio twin of `wrap_tool_call`."""
         tool_call = request.tool_call
-        call = await self.agate_call(
+        return await self.arun_call(
             tool_call.get("name"),
             tool_call.get("args"),
+            lambda args: execute(request.override(tool_call={**tool_call, "args": args})),
+            lambda call: _error_message(tool_call, call),
             tool_call_id=tool_call.get("id"),
-            config=request.runtime.config if request.runtime is not None else None,
+            config=_config_of(request),
         )
-        if call.args is None:
-            return _error_message(tool_call, call)
-        return await execute(request.override(tool_call={**tool_call, "args": call.args}))
 
     def tool_node(self, tools: Sequence[BaseTool | Callable[..., Any]], **kwargs: Any) -> ToolNode:
         """A ``ToolNode`` of ``tools`` whose every call is gated (``kwargs`` go to ``ToolNode``).
@@ -313,6 +356,60 @@ class ToolGate:
         return GatedTool.wrapping(tool, self)
 
     # -- machinery ------------------------------------------------------------------------
+
+    def _judge(
+        self,
+        key: HoldKey | None,
+        tool_name: object,
+        tool_input: object,
+        tool_call_id: object,
+        config: RunnableConfig | None,
+    ) -> GatedCall:
+        held = self._held.find(key, tool_input) if key is not None else None
+        if held is not None and held.settled is not None:
+            return held.settled  # answered on an earlier run of the node that never finished
+        agent = self._agent_for(config)
+        if held is not None:
+            decision = held.decision  # the re-run of a held call: no second decision
+        else:
+            action = self._action(agent, tool_name, tool_input, tool_call_id, config)
+            decision = self._check_and_hold(key, action, tool_input)
+        call = judged(decision)
+        if not call.held:
+            return call
+        if key is None:
+            return settle(self._gate, decision, timeout_s=self._wait_timeout_s)
+        resume = self._interrupt(key, decision, agent, tool_name)
+        return self._resolve(key, decision, resume)
+
+    async def _ajudge(
+        self,
+        key: HoldKey | None,
+        tool_name: object,
+        tool_input: object,
+        tool_call_id: object,
+        config: RunnableConfig | None,
+    ) -> GatedCall:
+        held = self._held.find(key, tool_input) if key is not None else None
+        if held is not None and held.settled is not None:
+            return held.settled
+        agent = self._agent_for(config)
+        if held is not None:
+            decision = held.decision
+        else:
+            action = self._action(agent, tool_name, tool_input, tool_call_id, config)
+            # One worker thread decides and holds: a run cancelled while it waits
+            # cannot leave a pending decision that its re-run does not find.
+            decision = await asyncio.to_thread(self._check_and_hold, key, action, tool_input)
+        call = judged(decision)
+        if not call.held:
+            return call
+        if key is None:
+            return await asettle(self._gate, decision, timeout_s=self._wait_timeout_s)
+        resume = self._interrupt(key, decision, agent, tool_name)
+        # In a worker thread, which a cancelled run cannot stop halfway: the answer is
+        # kept (HeldCalls.settle) even if this coroutine is cancelled while it waits.
+        return await asyncio.to_thread(self._resolve, key, decision, resume)
 
     def _agent_for(self, config: RunnableConfig | None) -> str:
         if self._agent is not None:
@@ -350,20 +447,37 @@ class ToolGate:
         # A non-dict input goes to the gate as it is: a recorded deny naming its type.
         return tool_action(agent, tool_name, cast(Mapping[str, Any], tool_input))
 
-    def _interrupt(self, decision: Decision, agent: str, tool_name: object) -> Resume:
+    def _interrupt(self, key: HoldKey, decision: Decision, agent: str, tool_name: object) -> Resume:
         """Interrupt the run; on its resume, the answer to this decision.
 
         A resume value that names another decision is an answer to another held
-        call: this one asks again (the next ``interrupt`` of the same task).
+        call, and one that names none is no answer when the task holds several
+        (parallel tool calls reach ``interrupt`` in any order): this call asks
+        again, with the next ``interrupt`` of its task. Nothing runs on a guess.
         """
         shown = payload(decision, agent=agent, tool_name=cast(str, tool_name))
         while True:
             resume = parse_resume(interrupt(shown))
-            if resume.decision_id in (None, decision.decision_id):
+            if resume.decision_id not in (None, decision.decision_id):
+                continue
+            if self._held.answerable(key, resume):
                 return resume
 
-    def _resolve(self, decision: Decision, resume: Resume) -> GatedCall:
-        """Resolve a held decision with the answer a resume carried (the first resolution wins)."""
+    def _check_and_hold(self, key: HoldKey | None, action: Action, tool_input: object) -> Decision:
+        """Ask the gate; hold a ``pending`` decision for the re-run of the call at ``key``."""
+        decision = self._gate.check(action)
+        if key is not None and decision.verdict is RuntimeVerdict.PENDING:
+            self._held.hold(key, decision, tool_input)
+        return decision
+
+    def _resolve(self, key: HoldKey, decision: Decision, resume: Resume) -> GatedCall:
+        """Resolve a held decision with the answer a resume carried, and keep the answer."""
+        call = self._answer(decision, resume)
+        self._held.settle(key, call)
+        return call
+
+    def _answer(self, decision: Decision, resume: Resume) -> GatedCall:
+        """The answer a resume carried, resolved through the gate (the first resolution wins)."""
         held = f"decision {decision.decision_id} stays pending until it is resolved or expires"
         if resume.approve is None:
             return _refused(decision, f"{resume.problem}; {held}")
@@ -374,6 +488,11 @@ class ToolGate:
             return resolve_held(self._gate, decision, approve=resume.approve, approver=approver)
         except ApprovalError as exc:
             return _refused(decision, f"{exc}; {held}")
+
+
+def _config_of(request: ToolCallRequest) -> RunnableConfig | None:
+    runtime = request.runtime
+    return runtime.config if runtime is not None else None
 
 
 def _verb(tool_name: object) -> str:
