@@ -12,7 +12,7 @@ from langchain_core.messages import ToolMessage
 from audit import MemoryAuditSink
 from runtime import Action, AuditError, Policy, RuntimeVerdict
 from runtime.integrations import tool_action
-from runtime.integrations._langchain_hold import HeldCalls, hold_key, parse_resume
+from runtime.integrations._langchain_hold import HeldCalls, hold_key, parse_resume, payload
 from runtime.integrations.langchain import (
     DEFAULT_AGENT,
     LangChainToolCall,
@@ -344,3 +344,15 @@ def test_the_langchain_module_exports_a_sorted_complete_all() -> None:
         if not name.startswith("_") and getattr(value, "__module__", "") == module.__name__
     }
     assert public <= set(exported), public - set(exported)
+
+
+def test_the_interrupt_payload_names_a_tool_that_is_no_string_by_its_type_only() -> None:
+    gate = make_gate(MemoryAuditSink())
+    decision = gate.check(tool_action("shop", "refund", {"order": "A", "amount": 1}))
+    shown = payload(decision, agent="shop", tool_name=EvilName("refund"))
+    assert shown["tool"] == "refund"
+    assert type(shown["tool"]) is str
+    assert payload(decision, agent="shop", tool_name=5)["tool"] == "<int>"
+    assert shown["decision_id"] == decision.decision_id
+    assert shown["answer"]["decision_id"] == decision.decision_id
+    assert shown["args"] == {"order": "A", "amount": 1}

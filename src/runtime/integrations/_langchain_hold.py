@@ -208,7 +208,7 @@ class HeldCalls:
             return len(self._held)
 
 
-def payload(decision: Decision, *, agent: str, tool_name: str) -> dict[str, Any]:
+def payload(decision: Decision, *, agent: str, tool_name: object) -> dict[str, Any]:
     """What ``interrupt`` shows the host: what is held and why, as the log shows it.
 
     ``args`` is ``decision.args``: the arguments that run if approved, after
@@ -218,7 +218,7 @@ def payload(decision: Decision, *, agent: str, tool_name: str) -> dict[str, Any]
         "kind": PAYLOAD_KIND,
         "decision_id": decision.decision_id,
         "agent": agent,
-        "tool": tool_name,
+        "tool": _text(tool_name),  # an override can hold a call whose name is no str
         "reason": decision.reason,
         "matched_policy": decision.matched_policy,
         "args": dict(decision.args),

@@ -35,8 +35,7 @@ from __future__ import annotations
 import asyncio
 import math
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from dataclasses import dataclass
-from typing import Any, Final, TypeVar, cast
+from typing import Any, TypeVar, cast
 
 from langchain_core.messages import ToolMessage
 from langchain_core.runnables import RunnableConfig
@@ -48,7 +47,6 @@ from langgraph.types import Command, interrupt
 from runtime._action import Action, Decision
 from runtime._errors import ApprovalError
 from runtime._gate import Gate
-from runtime._logging import get_event_log
 from runtime._recorded import type_name
 from runtime._verdict import RuntimeVerdict
 from runtime.integrations._gated_call import (
@@ -57,7 +55,15 @@ from runtime.integrations._gated_call import (
     judged,
     resolve_held,
     settle,
-    tool_action,
+)
+from runtime.integrations._langchain_action import (
+    DEFAULT_AGENT,
+    LangChainOverride,
+    LangChainToolCall,
+    OverrideFailed,
+    UnnamedTool,
+    agent_for,
+    make_action,
 )
 from runtime.integrations._langchain_hold import (
     HeldCalls,
@@ -79,56 +85,7 @@ __all__ = [
     "gated_tool_node",
 ]
 
-_log = get_event_log("ghost.integrations")
 _ResultT = TypeVar("_ResultT")
-
-DEFAULT_AGENT: Final = "LangGraph"
-"""The agent name when none is configured and the run names none: LangGraph's default graph name."""
-
-_AGENT_METADATA_KEY: Final = "lc_agent_name"  # what LangChain's create_agent(name=...) sets
-
-
-class OverrideFailed:
-    """Stands in for the resource of a call whose override failed, so that the gate denies.
-
-    The gate takes only a string as a resource; this object makes the failure
-    a recorded ``deny`` ("resource must be a string, not OverrideFailed").
-    """
-
-    __slots__ = ()
-
-
-class UnnamedTool:
-    """Stands in for the resource of a call whose tool name is not a string (a recorded deny)."""
-
-    __slots__ = ()
-
-
-_OVERRIDE_FAILED: Final = OverrideFailed()
-_UNNAMED: Final = UnnamedTool()
-
-
-@dataclass(frozen=True, slots=True)
-class LangChainToolCall:
-    """One tool call as an override sees it, before the gate.
-
-    Attributes:
-        agent: the agent name the default convention would use.
-        tool_name: the tool's name, as the call gives it (not checked yet).
-        args: the tool input, as the call gives it (not checked yet).
-        tool_call_id: the model's id of the call, or None (a direct invocation).
-        config: the runnable config of the call, or None.
-    """
-
-    agent: str
-    tool_name: object
-    args: object
-    tool_call_id: object
-    config: RunnableConfig | None
-
-
-LangChainOverride = Callable[[LangChainToolCall], Action]
-"""An override: from a `LangChainToolCall` to the `Action` the gate judges (SPEC §7)."""
 
 
 class ToolGate:
@@ -368,11 +325,11 @@ class ToolGate:
         held = self._held.find(key, tool_input) if key is not None else None
         if held is not None and held.settled is not None:
             return held.settled  # answered on an earlier run of the node that never finished
-        agent = self._agent_for(config)
+        agent = agent_for(self._agent, config)
         if held is not None:
             decision = held.decision  # the re-run of a held call: no second decision
         else:
-            action = self._action(agent, tool_name, tool_input, tool_call_id, config)
+            action = make_action(self._override, agent, tool_name, tool_input, tool_call_id, config)
             decision = self._check_and_hold(key, action, tool_input)
         call = judged(decision)
         if not call.held:
@@ -393,11 +350,11 @@ class ToolGate:
         held = self._held.find(key, tool_input) if key is not None else None
         if held is not None and held.settled is not None:
             return held.settled
-        agent = self._agent_for(config)
+        agent = agent_for(self._agent, config)
         if held is not None:
             decision = held.decision
         else:
-            action = self._action(agent, tool_name, tool_input, tool_call_id, config)
+            action = make_action(self._override, agent, tool_name, tool_input, tool_call_id, config)
             # One worker thread decides and holds: a run cancelled while it waits
             # cannot leave a pending decision that its re-run does not find.
             decision = await asyncio.to_thread(self._check_and_hold, key, action, tool_input)
@@ -411,42 +368,6 @@ class ToolGate:
         # kept (HeldCalls.settle) even if this coroutine is cancelled while it waits.
         return await asyncio.to_thread(self._resolve, key, decision, resume)
 
-    def _agent_for(self, config: RunnableConfig | None) -> str:
-        if self._agent is not None:
-            return self._agent
-        metadata = config.get("metadata") if config is not None else None
-        if isinstance(metadata, Mapping):
-            named = metadata.get(_AGENT_METADATA_KEY)
-            if isinstance(named, str):
-                return named  # the gate validates it (a hostile name is a recorded deny)
-        return DEFAULT_AGENT
-
-    def _action(
-        self,
-        agent: str,
-        tool_name: object,
-        tool_input: object,
-        tool_call_id: object,
-        config: RunnableConfig | None,
-    ) -> Action:
-        """The action to judge; a failed override or a bad name becomes one the gate denies."""
-        if self._override is not None:
-            try:
-                made = self._override(
-                    LangChainToolCall(agent, tool_name, tool_input, tool_call_id, config)
-                )
-            except Exception as exc:  # noqa: BLE001 - host code failed: a recorded deny
-                _log.warning("ghost.langchain_override_failed", error=type_name(exc))
-                return Action(agent, _verb(tool_name), cast(str, _OVERRIDE_FAILED), {})
-            if isinstance(made, Action):
-                return made
-            _log.warning("ghost.langchain_override_failed", error=type_name(made))
-            return Action(agent, _verb(tool_name), cast(str, _OVERRIDE_FAILED), {})
-        if type(tool_name) is not str:  # a str subclass could answer `+` with its own code
-            return Action(agent, cast(str, tool_name), cast(str, _UNNAMED), {})
-        # A non-dict input goes to the gate as it is: a recorded deny naming its type.
-        return tool_action(agent, tool_name, cast(Mapping[str, Any], tool_input))
-
     def _interrupt(self, key: HoldKey, decision: Decision, agent: str, tool_name: object) -> Resume:
         """Interrupt the run; on its resume, the answer to this decision.
 
@@ -455,7 +376,7 @@ class ToolGate:
         (parallel tool calls reach ``interrupt`` in any order): this call asks
         again, with the next ``interrupt`` of its task. Nothing runs on a guess.
         """
-        shown = payload(decision, agent=agent, tool_name=cast(str, tool_name))
+        shown = payload(decision, agent=agent, tool_name=tool_name)
         while True:
             resume = parse_resume(interrupt(shown))
             if resume.decision_id not in (None, decision.decision_id):
@@ -493,10 +414,6 @@ class ToolGate:
 def _config_of(request: ToolCallRequest) -> RunnableConfig | None:
     runtime = request.runtime
     return runtime.config if runtime is not None else None
-
-
-def _verb(tool_name: object) -> str:
-    return cast(str, tool_name)  # the gate validates it; anything but a str denies
 
 
 def _refused(decision: Decision, why: str) -> GatedCall:
