@@ -199,6 +199,14 @@ def test_construction_refuses_what_is_not_a_gate_or_a_callable_override() -> Non
         ToolGate(make_gate(MemoryAuditSink()), override=3)  # type: ignore[arg-type]
     with pytest.raises(TypeError, match="BaseTool"):
         gate_tool(make_gate(MemoryAuditSink()), lambda: 1)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="NaN"):
+        ToolGate(make_gate(MemoryAuditSink()), wait_timeout_s=float("nan"))
+    with pytest.raises(TypeError, match="timeout_s"):
+        ToolGate(make_gate(MemoryAuditSink()), wait_timeout_s=True)
+    with pytest.raises(TypeError, match="approver"):
+        ToolGate(make_gate(MemoryAuditSink()), approver=7)  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="agent"):
+        ToolGate(make_gate(MemoryAuditSink()), agent=["a"])  # type: ignore[arg-type]
     with pytest.raises(TypeError, match="compose"):
         gated_tool_node(make_gate(MemoryAuditSink()), [], wrap_tool_call=lambda r, e: e(r))
 

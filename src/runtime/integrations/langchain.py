@@ -45,6 +45,7 @@ from langgraph.prebuilt.tool_node import ToolCallRequest
 from langgraph.types import Command, interrupt
 
 from runtime._action import Action, Decision
+from runtime._approval import wait_limit_ns
 from runtime._errors import ApprovalError
 from runtime._gate import Gate
 from runtime._recorded import type_name
@@ -104,7 +105,9 @@ class ToolGate:
             timeout); past it `TimeoutError` is raised and nothing runs.
 
     Raises:
-        TypeError: ``gate`` is not a `Gate`, or ``override`` is not callable.
+        TypeError: ``gate`` is not a `Gate`, ``override`` is not callable,
+            ``agent`` or ``approver`` is not a str, ``wait_timeout_s`` not a number.
+        ValueError: ``wait_timeout_s`` is NaN or negative.
     """
 
     def __init__(
@@ -120,6 +123,11 @@ class ToolGate:
             raise TypeError(f"ToolGate needs a Gate, not {type_name(gate)}")
         if override is not None and not callable(override):
             raise TypeError(f"override must be callable, not {type_name(override)}")
+        wait_limit_ns(wait_timeout_s)  # checked here, not at the first pending call
+        if approver is not None and type(approver) is not str:
+            raise TypeError(f"approver must be a name (a str), not {type_name(approver)}")
+        if agent is not None and not isinstance(agent, str):
+            raise TypeError(f"agent must be a name (a str), not {type_name(agent)}")
         self._gate = gate
         self._agent = agent
         self._override = override
