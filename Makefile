@@ -31,7 +31,11 @@ lint: $(VENV)/.installed-test
 test: lint
 	$(BIN)/python -m pytest
 
-bench: $(VENV)/.installed-test
+$(VENV)/.installed-bench: pyproject.toml | $(BIN)/python
+	$(BIN)/python -m pip install --quiet -e '.[test,bench]'
+	@touch $@ $(VENV)/.installed $(VENV)/.installed-test
+
+bench: $(VENV)/.installed-bench
 	$(BIN)/python -m bench.run
 
 $(VENV)/.installed-mutation: pyproject.toml | $(BIN)/python

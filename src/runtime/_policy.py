@@ -22,6 +22,7 @@ from runtime._frozen import plain_copy
 from runtime._policy_load import ScrubSettings, load_policy
 from runtime._resource import canonical_resource
 from runtime._rule import ApprovalSpec, Rule
+from runtime._rule_index import RuleIndex
 from runtime._verdict import Effect
 
 __all__ = ["ApprovalSpec", "Policy", "Rule", "ScrubSettings"]
@@ -41,8 +42,7 @@ class Policy:
     """
 
     __slots__ = (
-        "_by_verb",
-        "_wildcard_verb_rules",
+        "_index",
         "default",
         "policy_id",
         "policy_sha256",
@@ -82,21 +82,8 @@ class Policy:
         self.source_name = source_name
         self.source_media_type = source_media_type
         self.source_sha256 = sha256_hex(self.source)
-        # Pre-index by literal verb so that a check only looks at rules that can match.
-        wildcard: set[int] = set()
-        literal: dict[str, set[int]] = {}
-        for index, rule in enumerate(self.rules):
-            verbs = rule.verb_literals
-            if verbs is None:
-                wildcard.add(index)
-            else:
-                for verb in verbs:
-                    literal.setdefault(verb, set()).add(index)
-        self._wildcard_verb_rules = tuple(self.rules[i] for i in sorted(wildcard))
-        self._by_verb = {
-            verb: tuple(self.rules[i] for i in sorted(indices | wildcard))
-            for verb, indices in literal.items()
-        }
+        # Indexed once, so that a check only asks the rules that can match it.
+        self._index = RuleIndex(self.rules)
 
     def __setattr__(self, name: str, value: object) -> None:
         if hasattr(self, name):
@@ -159,14 +146,15 @@ class Policy:
 
     def candidate_rules(self, verb: str) -> tuple[Rule, ...]:
         """The rules that may match ``verb``, in file order (an index lookup, no matching)."""
-        return self._by_verb.get(verb, self._wildcard_verb_rules)
+        return self._index.for_verb(verb)
 
     def matching_rules(
         self, agent: str, verb: str, resource: str, args: Mapping[str, Any]
     ) -> tuple[Rule, ...]:
         """The rules that match an action, in file order: the whole of matching in one call.
 
-        Canonicalises ``resource`` once, then asks each candidate rule.
+        Canonicalises ``resource`` once, then asks each candidate rule: those the
+        index (`runtime._rule_index`) finds by verb and resource prefix.
 
         Args:
             agent, verb, resource: the action's names and resource, as the agent wrote them.
@@ -179,7 +167,7 @@ class Policy:
         canonical = canonical_resource(resource)
         return tuple(
             rule
-            for rule in self.candidate_rules(verb)
+            for rule in self._index.candidates(verb, canonical)
             if rule.matches(agent, verb, canonical, args)
         )
 
