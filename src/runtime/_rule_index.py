@@ -10,7 +10,7 @@ rule the rest out before any glob or condition runs:
   ``file:/data``).
   A canonical resource that does not start with one of a rule's prefixes
   cannot match that rule. A rule with an empty prefix (``**``, ``*x``) is a
-  candidate for every resource.
+  candidate for every resource: '' is the prefix of everything.
 
 Candidates are bit sets (Python ints, bit *i* for rule *i*): the verb's set and
 the union of the resource's prefix buckets are intersected in one ``&``, and
@@ -22,6 +22,7 @@ index to a scan of every rule over random policies and resources.
 
 from __future__ import annotations
 
+from bisect import bisect_right
 from collections.abc import Sequence
 from typing import Final
 
@@ -34,26 +35,25 @@ _MAX_CACHED: Final = 4096
 
 
 def resource_prefix(glob: str) -> str:
-    """The literal text every resource this glob matches starts with ('' for any)."""
-    cut = len(glob)
-    for wildcard in _WILDCARDS:
-        at = glob.find(wildcard)
-        if 0 <= at < cut:
-            cut = at
-    if cut == len(glob):
+    """The literal text every resource this glob matches starts with ('' for any).
+
+    ``glob`` is a valid resource glob (`runtime._glob`): a ``**`` is a whole
+    segment, so the text before it is empty or ends with ``/``.
+    """
+    found = [at for at in map(glob.find, _WILDCARDS) if at >= 0]
+    if not found:
         return glob  # a literal matches only itself
-    head = glob[:cut]
-    if glob.startswith("**", cut) and head.endswith("/"):
+    cut = min(found)
+    if glob.startswith("**", cut):
         # A `**` segment may match no segment at all, taking its `/` with it.
-        return head[:-1]
-    return head
+        return glob[: max(0, cut - 1)]
+    return glob[:cut]
 
 
 class RuleIndex:
     """The rules of a policy, indexed by literal verb and by resource prefix."""
 
     __slots__ = (
-        "_any_resource",
         "_buckets",
         "_by_verb",
         "_chosen",
@@ -68,7 +68,7 @@ class RuleIndex:
         self._rules = tuple(rules)
         wild_verb = 0
         by_verb: dict[str, int] = {}
-        any_resource = 0
+        # Prefix -> rules; a rule for any resource is under '', the prefix of everything.
         buckets: dict[str, int] = {}
         for index, rule in enumerate(self._rules):
             bit = 1 << index
@@ -78,15 +78,10 @@ class RuleIndex:
             else:
                 for verb in verbs:
                     by_verb[verb] = by_verb.get(verb, 0) | bit
-            prefixes = {resource_prefix(glob) for glob in rule.resources}
-            if "" in prefixes:
-                any_resource |= bit
-            else:
-                for prefix in prefixes:
-                    buckets[prefix] = buckets.get(prefix, 0) | bit
+            for prefix in {resource_prefix(glob) for glob in rule.resources}:
+                buckets[prefix] = buckets.get(prefix, 0) | bit
         self._wild_verb = wild_verb
         self._by_verb = {verb: bits | wild_verb for verb, bits in by_verb.items()}
-        self._any_resource = any_resource
         self._buckets = buckets
         self._lengths = tuple(sorted({len(prefix) for prefix in buckets}))
         self._verb_rules = {verb: self._rules_of(bits) for verb, bits in self._by_verb.items()}
@@ -102,19 +97,14 @@ class RuleIndex:
 
     def candidates(self, verb: str, resource: str) -> tuple[Rule, ...]:
         """The rules that may match ``verb`` on the canonical ``resource``, in file order."""
-        bits = self._by_verb.get(verb, self._wild_verb)
-        if not bits:
-            return ()
-        reach = self._any_resource
+        reach = 0
         buckets = self._buckets
-        size = len(resource)
-        for length in self._lengths:
-            if length > size:
-                break
+        lengths = self._lengths
+        for length in lengths[: bisect_right(lengths, len(resource))]:
             bucket = buckets.get(resource[:length])
             if bucket is not None:
                 reach |= bucket
-        bits &= reach
+        bits = self._by_verb.get(verb, self._wild_verb) & reach
         chosen = self._chosen.get(bits)
         if chosen is None:
             if len(self._chosen) >= _MAX_CACHED:

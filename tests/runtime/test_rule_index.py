@@ -26,6 +26,9 @@ from runtime._rule_index import RuleIndex, resource_prefix
         ("x:/a/*b/c", "x:/a/"),
         ("x:/a/**/c", "x:/a"),
         ("x:/a/b?/**", "x:/a/b"),
+        ("**/x", ""),
+        ("s:/a?/b*", "s:/a"),
+        ("s:/a*/b?", "s:/a"),  # the first wildcard cuts, whichever it is
     ],
 )
 def test_the_prefix_is_what_every_match_starts_with(glob: str, prefix: str) -> None:
@@ -144,8 +147,12 @@ def test_candidates_are_built_once_per_set() -> None:
 
 
 def test_the_cache_stays_bounded_under_ever_new_resources() -> None:
-    index = RuleIndex(_many(5000).rules)
-    for i in range(5000):
+    index = RuleIndex(_many(4100).rules)
+    for i in range(4096):  # 4,096 distinct candidate sets fill the cache exactly
         index.candidates("x", f"tool:t{i}/a")
-    assert len(index._chosen) <= 4096
-    assert [r.id for r in index.candidates("x", "tool:t4999/a")] == ["r4999"]
+    assert len(index._chosen) == 4096
+    index.candidates("x", "tool:t4096/a")  # one more: it starts over
+    assert len(index._chosen) == 1
+    index.candidates("x", "tool:t0/a")
+    assert len(index._chosen) == 2
+    assert [r.id for r in index.candidates("x", "tool:t4099/a")] == ["r4099"]
