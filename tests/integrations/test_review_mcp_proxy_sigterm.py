@@ -65,6 +65,8 @@ def test_sigterm_seals_the_run_even_when_the_client_stopped_reading(tmp_path: Pa
         if proxy.poll() is None:
             proxy.kill()
             proxy.wait()
+        if proxy.stdin is not None:
+            proxy.stdin.close()
         os.close(read_end)
     assert code == 128 + signal.SIGTERM
     assert verify(run).returncode == 0
