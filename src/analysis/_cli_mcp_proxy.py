@@ -17,7 +17,8 @@ Exit codes (SPEC §6):
 * 1 — the proxy could not start: the policy cannot be read or is malformed,
   the audit file exists or cannot be written, the approval store cannot be
   used, the server command cannot be started; or a decision could not be
-  recorded during the run (those calls were refused, never forwarded).
+  recorded during the run (those calls were refused, never forwarded); or
+  the run could not be sealed at the end.
 * 2 — a malformed command line (no server command after ``--``).
 * 6 — the server exited before the client disconnected; the run is sealed.
 * 130 / 143 — stopped by SIGINT / SIGTERM; the run is sealed.
@@ -27,7 +28,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import signal
 import sys
 from pathlib import Path
@@ -132,20 +132,25 @@ def _mcp_proxy(args: argparse.Namespace) -> int:
         if store is not None:
             store.close()
         return _fail(str(exc))
+    unsealed: AuditError | None = None
     try:
         gate = Gate(policy, sink=sink, approvals=store)
         gateway = McpGateway(gate, agent=args.agent, server_name=args.server_name)
         try:
             code = asyncio.run(_serve(gateway, command))
         except McpServerStartError as exc:
-            return _fail(str(exc))
+            code = _fail(str(exc))
     except AuditError as exc:
-        return _fail(f"cannot write the audit log: {exc}")
+        code = _fail(f"cannot write the audit log: {exc}")
     finally:
-        with contextlib.suppress(AuditError):
+        try:
             sink.close()  # seals the run, after the expiries due are recorded
+        except AuditError as exc:  # the exit status must not promise a sealed run
+            unsealed = exc
         if store is not None:
             store.close()
+    if unsealed is not None:
+        return _fail(f"cannot seal the audit log: {unsealed}")
     return code
 
 

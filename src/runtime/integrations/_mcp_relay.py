@@ -82,7 +82,12 @@ class RelaySettings:
 
 def _id_key(request_id: object) -> str:
     # JSON ids are strings or numbers (1 and "1" differ; a hostile one may be anything).
-    return json.dumps(request_id, sort_keys=True, default=repr)
+    try:
+        return json.dumps(request_id, sort_keys=True, default=repr)
+    except (RecursionError, ValueError):
+        # An id nested too deeply to encode matches nothing (no json.dumps text
+        # starts with a NUL): its call is still judged, it just cannot be cancelled.
+        return f"\x00unkeyable-{uuid.uuid4().hex}"
 
 
 class Relay:
@@ -201,7 +206,11 @@ class Relay:
             self._watch_request(message, method)
         elif method == "notifications/cancelled":
             self._cancel_held(message.get("params"))
-        await self._send_child(message)
+        try:
+            await self._send_child(message)
+        except MalformedMessage as exc:  # parsed, but too deep to encode again: answered, not lost
+            if has_id:
+                await self._send_client(error_response(message["id"], INVALID_REQUEST, str(exc)))
 
     def _watch_request(self, message: dict[str, Any], method: str) -> None:
         if method == "initialize":
@@ -256,7 +265,10 @@ class Relay:
                 " so it was not forwarded",
             )
         if "method" in reply:
-            await self._send_child(reply)
+            try:
+                await self._send_child(reply)
+            except MalformedMessage as exc:  # decided, but it cannot be encoded: not forwarded
+                await self._send_client(error_response(request_id, INVALID_REQUEST, str(exc)))
         else:
             await self._send_client(reply)
 
@@ -385,7 +397,11 @@ class Relay:
         await self._to_child(encode(message))
 
     async def _send_client(self, message: dict[str, Any]) -> None:
-        await self._to_client_raw(encode(message))
+        try:
+            data = encode(message)
+        except MalformedMessage as exc:  # an id too deep to echo: the answer goes without it
+            data = encode(error_response(None, INVALID_REQUEST, str(exc)))
+        await self._to_client_raw(data)
 
     async def _to_client_raw(self, data: bytes) -> None:
         try:

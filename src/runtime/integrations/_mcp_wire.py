@@ -4,15 +4,19 @@ The gateway parses every message the client sends and forwards what it
 parsed, re-encoded, never the bytes it received: a child whose JSON parser
 reads a duplicated key differently (first wins where Python's last wins)
 must see exactly the message the gate judged. Parsing is strict JSON (no
-``NaN``/``Infinity`` literals) and bounded: a line past the size limit is
-dropped unread, and nesting deep enough to exhaust the parser is a parse
-error, not a crash.
+``NaN``/``Infinity`` literals, and no number too large for a float, such as
+``1e400``: it would parse as infinity and could not be sent on) and bounded:
+a line past the size limit is dropped unread, and nesting deep enough to
+exhaust the parser is a parse error, not a crash. A parsed message nested
+too deeply to be encoded again is `MalformedMessage` from `encode`, for the
+relay to answer, never an exception that ends the session.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import math
 from typing import Any, Final
 
 __all__ = [
@@ -41,15 +45,27 @@ def _no_constant(name: str) -> Any:
     raise ValueError(f"{name} is not JSON")
 
 
-_DECODER: Final = json.JSONDecoder(parse_constant=_no_constant)
+class _OutOfRange(ValueError):
+    """A JSON number a float cannot hold (it would be infinity)."""
+
+
+def _finite_float(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise _OutOfRange
+    return value
+
+
+_DECODER: Final = json.JSONDecoder(parse_constant=_no_constant, parse_float=_finite_float)
 
 
 def parse(line: bytes) -> Any:
     """Parse one line as strict JSON.
 
     Raises:
-        MalformedMessage: not UTF-8, not JSON, a non-standard constant, or
-            nested past what the parser can follow.
+        MalformedMessage: not UTF-8, not JSON, a non-standard constant, a
+            number out of a float's range, or nested past what the parser can
+            follow.
     """
     try:
         text = line.decode("utf-8")
@@ -59,17 +75,28 @@ def parse(line: bytes) -> Any:
         return _DECODER.decode(text.strip())
     except RecursionError:
         raise MalformedMessage("the message is nested too deeply") from None
+    except _OutOfRange:
+        raise MalformedMessage("the message holds a number out of range") from None
     except ValueError:  # JSONDecodeError, a NaN literal, an int past the digit limit
         raise MalformedMessage("the message is not JSON") from None
 
 
 def encode(message: Any) -> bytes:
-    """One message as a JSON line: compact UTF-8 (``\\u`` escapes for lone surrogates)."""
-    text = json.dumps(message, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+    """One message as a JSON line: compact UTF-8 (``\\u`` escapes for lone surrogates).
+
+    Raises:
+        MalformedMessage: the message cannot be encoded (nested too deeply
+            for the encoder at this depth of the stack, which can be less than
+            the parser's).
+    """
     try:
-        data = text.encode("utf-8")
-    except UnicodeEncodeError:  # a lone surrogate came in escaped: send it escaped
-        data = json.dumps(message, separators=(",", ":"), allow_nan=False).encode("ascii")
+        text = json.dumps(message, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+        try:
+            data = text.encode("utf-8")
+        except UnicodeEncodeError:  # a lone surrogate came in escaped: send it escaped
+            data = json.dumps(message, separators=(",", ":"), allow_nan=False).encode("ascii")
+    except (RecursionError, ValueError, TypeError):
+        raise MalformedMessage("the message is nested too deeply to relay") from None
     return data + b"\n"
 
 

@@ -35,6 +35,7 @@ import asyncio
 import contextlib
 import math
 import os
+import sys
 import threading
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -276,8 +277,18 @@ async def _stop(child: asyncio.subprocess.Process, stdin: asyncio.StreamWriter) 
     await child.wait()
 
 
+def _flush_stdout() -> None:
+    # What the process printed sits in sys.stdout's buffer until flushed, and goes to
+    # whatever descriptor 1 is *then*: flushed only after the session, it would land
+    # in the protocol stream. So flush on each switch of descriptor 1.
+    with contextlib.suppress(Exception):
+        if sys.stdout is not None:
+            sys.stdout.flush()
+
+
 @contextlib.contextmanager
 def _private_stdio() -> Iterator[tuple[int, int]]:
+    _flush_stdout()
     in_fd, out_fd = os.dup(0), os.dup(1)
     saved_in, saved_out = os.dup(0), os.dup(1)
     devnull = os.open(os.devnull, os.O_RDONLY)
@@ -286,6 +297,7 @@ def _private_stdio() -> Iterator[tuple[int, int]]:
         os.dup2(2, 1)
         yield in_fd, out_fd
     finally:
+        _flush_stdout()  # the session's prints to stderr, where descriptor 1 points now
         os.dup2(saved_in, 0)
         os.dup2(saved_out, 1)
         for fd in (devnull, saved_in, saved_out, out_fd):

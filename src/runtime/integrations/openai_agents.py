@@ -447,7 +447,13 @@ class ToolGate:
         with self._lock:
             key = (args.tool_name, args.call_id)
             if key not in self._calls:  # a namespaced tool's name comes qualified here
-                keys = [k for k in self._calls if k[1] == args.call_id]
+                # ``namespace.name`` only: the call id alone (the model chooses it) could
+                # name another tool's call, and its rejection is not this call's.
+                keys = [
+                    k
+                    for k in self._calls
+                    if k[1] == args.call_id and str(args.tool_name).endswith("." + k[0])
+                ]
                 key = keys[0] if len(keys) == 1 else key
             known = self._calls.pop(key, None)
         if known is None or not known.held:
