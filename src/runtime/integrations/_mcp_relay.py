@@ -363,17 +363,22 @@ class Relay:
             if line is None:
                 _log.warning("ghost.mcp_server_message_too_long")
                 continue
-            if self._watched and self._answers_watch(line):
+            try:
+                message = parse(line)
+            except MalformedMessage:
+                message = None
+            if not isinstance(message, dict):
+                # A banner or a debug print on the server's stdout (which the stdio
+                # transport forbids it) is not a message: the client never sees it.
+                _log.warning("ghost.mcp_server_noise_dropped")
+                continue
+            if self._watched and self._answers_watch(message):
                 continue
             await self._to_client_raw(line if line.endswith(b"\n") else line + b"\n")
 
-    def _answers_watch(self, line: bytes) -> bool:
+    def _answers_watch(self, message: dict[str, Any]) -> bool:
         """Learn the server's name from a watched response; True for our own probe's answer."""
-        try:
-            message = parse(line)
-        except MalformedMessage:
-            return False
-        if not isinstance(message, dict) or "id" not in message or "method" in message:
+        if "id" not in message or "method" in message:
             return False
         key = _id_key(message["id"])
         if key not in self._watched:
