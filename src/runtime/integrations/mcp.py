@@ -35,6 +35,7 @@ import asyncio
 import contextlib
 import math
 import os
+import queue
 import sys
 import threading
 from collections.abc import Iterator, Mapping, Sequence
@@ -254,13 +255,11 @@ class McpGateway:
             threading.Thread(
                 target=_feed, args=(in_fd, reader, loop), name="ghost-mcp-stdin", daemon=True
             ).start()
-            write_lock = asyncio.Lock()
-
-            async def to_client(data: bytes) -> None:
-                async with write_lock:
-                    await asyncio.to_thread(_write_all, out_fd, data)
-
-            return await self.serve(command, reader, to_client, env=env)
+            writer = _ClientWriter(out_fd)
+            try:
+                return await self.serve(command, reader, writer.write, env=env)
+            finally:
+                writer.stop()
 
 
 async def _stop(child: asyncio.subprocess.Process, stdin: asyncio.StreamWriter) -> None:
@@ -315,6 +314,55 @@ def _feed(fd: int, reader: asyncio.StreamReader, loop: asyncio.AbstractEventLoop
         pass
     with contextlib.suppress(RuntimeError):  # the loop is closed: nobody reads any more
         loop.call_soon_threadsafe(reader.feed_eof)
+
+
+class _ClientWriter:
+    """Writes to the client from a daemon thread of its own, in order; awaiting is cancellable.
+
+    A client that stops reading fills the pipe and blocks the write for good. In
+    the loop's default executor that thread would be joined when `asyncio.run`
+    ends -- after a SIGTERM the proxy would never exit, nor seal its run. This
+    thread is never joined: a cancelled session stops waiting for it, and the
+    process exits around it.
+    """
+
+    def __init__(self, fd: int) -> None:
+        self._fd = fd
+        self._queue: queue.SimpleQueue[
+            tuple[bytes, asyncio.Future[None], asyncio.AbstractEventLoop] | None
+        ] = queue.SimpleQueue()
+        threading.Thread(target=self._run, name="ghost-mcp-stdout", daemon=True).start()
+
+    async def write(self, data: bytes) -> None:
+        """Hand ``data`` to the thread and wait until it is written (or the wait is cancelled)."""
+        loop = asyncio.get_running_loop()
+        done: asyncio.Future[None] = loop.create_future()
+        self._queue.put((data, done, loop))
+        await done
+
+    def stop(self) -> None:
+        """Let the thread end once what it holds is written (it is never waited for)."""
+        self._queue.put(None)
+
+    def _run(self) -> None:
+        while (item := self._queue.get()) is not None:
+            data, done, loop = item
+            error: OSError | None = None
+            try:
+                _write_all(self._fd, data)
+            except OSError as exc:
+                error = exc
+            with contextlib.suppress(RuntimeError):  # the loop is closed: nobody waits
+                loop.call_soon_threadsafe(_settle_write, done, error)
+
+
+def _settle_write(done: asyncio.Future[None], error: OSError | None) -> None:
+    if done.cancelled():
+        return
+    if error is None:
+        done.set_result(None)
+    else:
+        done.set_exception(error)
 
 
 def _write_all(fd: int, data: bytes) -> None:
