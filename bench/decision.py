@@ -16,8 +16,10 @@ neighbour slows all of them alike; percentiles are over every call of every roun
 
 from __future__ import annotations
 
+import cProfile
 import functools
 import json
+import pstats
 import tempfile
 import time
 from collections.abc import Callable
@@ -150,6 +152,31 @@ def _rules_policy(count: int) -> Policy:
     return Policy.from_dict({"policy_id": f"rules-{count}", "rules": rules})
 
 
+def profile_lines(check: Callable[[], object], *, calls: int, top: int = 12) -> tuple[str, ...]:
+    """The ``top`` functions by own time over ``calls`` checks, as one note line each."""
+    profiler = cProfile.Profile()
+    profiler.enable()
+    for _ in range(calls):
+        check()
+    profiler.disable()
+    stats = pstats.Stats(profiler)
+    total = stats.total_tt  # type: ignore[attr-defined]
+    rows = sorted(
+        stats.stats.items(),  # type: ignore[attr-defined]
+        key=lambda item: item[1][2],
+        reverse=True,
+    )[:top]
+    lines = []
+    for (path, line, name), (_, calls_made, own, cumulative, _) in rows:
+        where = path.split("site-packages/")[-1].split("/src/")[-1]
+        lines.append(
+            f"`{where}:{line}({name})`: {100 * own / total:.1f} % own time,"
+            f" {100 * cumulative / total:.1f} % with callees,"
+            f" {calls_made // calls} call(s) per check"
+        )
+    return tuple(lines)
+
+
 def run(*, quick: bool = False) -> list[Section]:
     """Measure P1, P2 and P6."""
     rounds, calls = (3, 100) if quick else (9, 400)
@@ -166,6 +193,7 @@ def run(*, quick: bool = False) -> list[Section]:
         traced = Gate(policy, sink=traced_sink, tracer_provider=provider)
         bare = provider.get_tracer("bench")
         verdict = plain.check(action).verdict.value
+        profiled = profile_lines(lambda: plain.check(action), calls=300 if quick else 2000)
 
         def bare_span() -> None:
             span = bare.start_span("tool")
@@ -226,6 +254,13 @@ def run(*, quick: bool = False) -> list[Section]:
                     target="≤ 1.5× Cedar's p99",
                     holds=r99 <= 1.5,
                 ),
+            ),
+            notes=(
+                (
+                    "Profile of the P1 `gate.check` (cProfile, the top functions by own time;"
+                    " the profiler's overhead inflates small calls):"
+                ),
+                *profiled,
             ),
         )
     )
