@@ -311,11 +311,17 @@ class McapAuditSink:
         Returns:
             The two content addresses.
 
+        A subclass that overrides `append` gets two calls of its `append`
+        instead, so that what it does to each record is never bypassed.
+
         Raises:
             AuditError: as `append`. If the second record is refused (it does not
                 fit or encode), the first is still written, as two `append`
                 calls would have left it.
         """
+        if type(self).append is not McapAuditSink.append:
+            first_sha256 = self.append(topic, record)
+            return first_sha256, self.append(then_topic, then(first_sha256))
         with self._lock:
             self._check_usable("append")
             if self._run is None:

@@ -158,3 +158,25 @@ def test_the_gate_writes_each_decision_beside_its_assessment(tmp_path: Path) -> 
         for index in range(3):
             gate.check(Action("bot", "search", "tool:search", {"i": index}))
     assert chunk_topics(path).count(("/assessments", "/decisions")) == 3
+
+
+class _Counting(McapAuditSink):
+    """A host's sink that does something with each record it is given."""
+
+    seen: list[str]
+
+    def append(self, topic: str, record: Any) -> str:
+        self.seen.append(topic)
+        return super().append(topic, record)
+
+
+def test_a_subclass_that_overrides_append_sees_every_record(tmp_path: Path) -> None:
+    policy = Policy.from_dict({"policy_id": "p", "rules": [{"id": "all", "effect": "allow"}]})
+    with _Counting(tmp_path / "run.mcap") as sink:
+        sink.seen = []
+        gate = Gate(policy, sink=sink)
+        gate.check(Action("bot", "search", "tool:search"))
+    assert sink.seen == ["/assessments", "/decisions"]
+    log = read_run(tmp_path / "run.mcap")
+    assert log.problems == ()
+    assert [r.topic for r in log.records if r.topic in sink.seen] == sink.seen
