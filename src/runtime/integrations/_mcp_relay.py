@@ -135,6 +135,9 @@ class Relay:
         probe_id = f"{_PROXY_NAME}-discover-{uuid.uuid4().hex}"
         self._probe_key = _id_key(probe_id)
         self._watched[self._probe_key] = _PROBE
+        # An initialize answered without a name (or refused) set the event: calls now
+        # wait for this probe's answer instead.
+        self._named.clear()
         meta = {
             PROTOCOL_VERSION_META_KEY: MODERN_PROTOCOL_VERSION,
             CLIENT_INFO_META_KEY: {"name": _PROXY_NAME, "version": SDK_VERSION},
