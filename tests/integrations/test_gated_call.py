@@ -15,6 +15,7 @@ from runtime.integrations import (
     asettle,
     judged,
     refusal_text,
+    resolve_approval,
     resolve_held,
     settle,
     tool_action,
@@ -176,3 +177,23 @@ def test_an_approval_runs_once(gate: Gate) -> None:
 def test_a_refusal_never_holds_an_argument_value(gate: Gate) -> None:
     decision = gate.check(tool_action("bot", "delete", {"token": AWS_KEY}))
     assert AWS_KEY not in refusal_text(decision)
+
+
+def test_an_approval_runs_only_the_arguments_that_were_approved(gate: Gate) -> None:
+    decision = held(gate)
+    approval = resolve_approval(gate, decision, approve=True, approver="alice")
+    swapped = approved(gate, decision, approval, {"amount": 5000})
+    assert not swapped.runs
+    assert swapped.refusal is not None
+    assert decision.decision_id in swapped.refusal
+    same = approved(gate, decision, approval, {"amount": 80})
+    assert same.args == {"amount": 80}
+
+
+def test_resolve_approval_resolves_without_running(gate: Gate) -> None:
+    decision = held(gate)
+    approval = resolve_approval(gate, decision, approve=True, approver="alice")
+    assert approval.outcome == "approved"
+    again = resolve_approval(gate, decision, approve=False, approver="alice")
+    assert again == approval  # the first resolution stands
+    assert approved(gate, decision, approval).runs  # nothing ran it yet: it runs once now

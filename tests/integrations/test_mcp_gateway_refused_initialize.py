@@ -86,3 +86,45 @@ def test_the_first_call_after_a_refused_initialize_waits_for_the_probe() -> None
     (decision,) = got["decisions"]
     assert decision["verdict"] == "allow"
     assert decision["matched_policy"] == "modern-tools"
+
+
+# A sloppy server: a banner on stdout, then an answer strict JSON refuses (NaN).
+_SLOPPY = r"""
+import json, sys
+print("sloppy server ready", flush=True)
+for line in sys.stdin:
+    message = json.loads(line)
+    if "id" in message:
+        reply = {"jsonrpc": "2.0", "id": message["id"], "result": {"score": float("nan")}}
+        print(json.dumps(reply), flush=True)
+"""
+
+
+def test_a_sloppy_answer_is_relayed_and_the_banner_is_not() -> None:
+    async def scenario() -> list[bytes]:
+        lines: list[bytes] = []
+        arrived = asyncio.Event()
+
+        async def to_client(data: bytes) -> None:
+            lines.extend(data.splitlines())
+            arrived.set()
+
+        reader = asyncio.StreamReader()
+        gateway = McpGateway(
+            Gate(Policy.from_dict(_POLICY), sink=MemoryAuditSink()), server_name="sloppy"
+        )
+        serving = asyncio.create_task(
+            gateway.serve([sys.executable, "-c", _SLOPPY], reader, to_client)
+        )
+        reader.feed_data(b'{"jsonrpc": "2.0", "id": 7, "method": "ping"}\n')
+        while not any(b'"id": 7' in line for line in lines):
+            arrived.clear()
+            await asyncio.wait_for(arrived.wait(), 30)
+        reader.feed_eof()
+        await asyncio.wait_for(serving, 30)
+        return lines
+
+    lines = asyncio.run(scenario())
+    # The server's own answer, unparsed by ghost's strict reader, reaches the client as sent;
+    # the banner never does.
+    assert lines == [b'{"jsonrpc": "2.0", "id": 7, "result": {"score": NaN}}']

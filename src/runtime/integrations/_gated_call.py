@@ -36,6 +36,7 @@ __all__ = [
     "asettle",
     "judged",
     "refusal_text",
+    "resolve_approval",
     "resolve_held",
     "settle",
     "tool_action",
@@ -114,17 +115,26 @@ def judged(decision: Decision) -> GatedCall:
     return GatedCall(decision, None, None, refusal_text(decision))
 
 
-def approved(gate: Gate, decision: Decision, approval: Approval) -> GatedCall:
-    """The `GatedCall` of a resolved pending decision.
+def approved(
+    gate: Gate,
+    decision: Decision,
+    approval: Approval,
+    args: Mapping[str, Any] | None = None,
+) -> GatedCall:
+    """The `GatedCall` of a resolved pending decision, about to run with ``args``.
 
     An approval runs only what `ApprovalQueue.execute` accepts: the approved
     arguments, under the policy it was made under, once. A refused execution
     becomes a refusal that names the decision, so the model learns why.
+
+    Args:
+        args: the arguments the framework is about to run (default:
+            ``decision.args``); anything but the approved ones is refused.
     """
     if not approval.approved:
         return GatedCall(decision, approval, None, refusal_text(decision, approval))
     try:
-        args = gate.approvals.execute(approval, decision.args)
+        run = gate.approvals.execute(approval, decision.args if args is None else args)
     except ApprovalError as exc:
         return GatedCall(
             decision,
@@ -132,7 +142,7 @@ def approved(gate: Gate, decision: Decision, approval: Approval) -> GatedCall:
             None,
             f"ghost did not run this tool call: {exc} (decision {decision.decision_id})",
         )
-    return GatedCall(decision, approval, args, None)
+    return GatedCall(decision, approval, run, None)
 
 
 def settle(gate: Gate, decision: Decision, *, timeout_s: float = math.inf) -> GatedCall:
@@ -168,8 +178,8 @@ async def asettle(gate: Gate, decision: Decision, *, timeout_s: float = math.inf
     return approved(gate, decision, approval)
 
 
-def resolve_held(gate: Gate, decision: Decision, *, approve: bool, approver: str) -> GatedCall:
-    """Resolve a held decision from a framework's own approval flow, and judge it.
+def resolve_approval(gate: Gate, decision: Decision, *, approve: bool, approver: str) -> Approval:
+    """Resolve a held decision from a framework's own approval flow (nothing runs yet).
 
     If the decision was resolved already (through ``ghost approvals``, another
     process, or its expiry), that resolution stands and is what is returned:
@@ -181,10 +191,20 @@ def resolve_held(gate: Gate, decision: Decision, *, approve: bool, approver: str
         AuditError: the resolution could not be recorded; the tool must not run.
     """
     try:
-        approval = gate.approvals.resolve(decision.decision_id, approved=approve, approver=approver)
+        return gate.approvals.resolve(decision.decision_id, approved=approve, approver=approver)
     except ApprovalError as refused:
         try:  # resolved already? then that resolution is the answer
-            approval = gate.approvals.wait(decision.decision_id, 0)
+            return gate.approvals.wait(decision.decision_id, 0)
         except TimeoutError:
             raise refused from None  # still pending: the refusal itself stands
-    return approved(gate, decision, approval)
+
+
+def resolve_held(gate: Gate, decision: Decision, *, approve: bool, approver: str) -> GatedCall:
+    """`resolve_approval`, then judge the call with its held arguments (`approved`).
+
+    Raises:
+        as `resolve_approval`.
+    """
+    return approved(
+        gate, decision, resolve_approval(gate, decision, approve=approve, approver=approver)
+    )

@@ -369,13 +369,16 @@ class Relay:
             try:
                 message = parse(line)
             except MalformedMessage:
-                message = None
+                message = None if not _is_json_object(line) else {}
             if not isinstance(message, dict):
                 # A banner or a debug print on the server's stdout (which the stdio
                 # transport forbids it) is not a message: the client never sees it.
                 _log.warning("ghost.mcp_server_noise_dropped")
                 continue
-            if self._watched and self._answers_watch(message):
+            # An object ghost's strict reader refuses (a NaN, a duplicate key) is still
+            # the server's answer: relayed as it came, for the client to judge, never
+            # read for the server's name.
+            if message and self._watched and self._answers_watch(message):
                 continue
             await self._to_client_raw(line if line.endswith(b"\n") else line + b"\n")
 
@@ -428,3 +431,11 @@ def _server_name(result: object) -> str | None:
         info = meta.get(SERVER_INFO_META_KEY) if isinstance(meta, dict) else None
     name = info.get("name") if isinstance(info, dict) else None
     return name if isinstance(name, str) else None
+
+
+def _is_json_object(line: bytes) -> bool:
+    """Whether ``line`` is a JSON object by Python's lenient reader (NaN, repeated keys)."""
+    try:
+        return isinstance(json.loads(line), dict)
+    except (ValueError, RecursionError):
+        return False

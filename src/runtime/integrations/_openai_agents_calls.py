@@ -4,10 +4,9 @@ What one function-tool call is to ghost (`AgentToolCall`), what the adapter
 keeps of its decision until it runs (`GatedRecord`), how its arguments
 text is read (`parse_arguments`: strictly, or not at all), the action a failure
 is judged as (`failure_action`: one the gate always denies, whatever the
-policy), and the two steps of a held call that `resolve_held` does in one --
-resolving (`resolution`) and executing (`executed`) -- apart, because the SDK
-resolves a call at one moment and runs it at another, with the arguments it
-holds then.
+policy). A held call is resolved (`resolve_approval`) and executed
+(`approved` with the arguments it runs with) in two steps of the shared core,
+because the SDK resolves a call at one moment and runs it at another.
 
 Pure but for the gate calls: no SDK import, no logging of argument values.
 """
@@ -23,8 +22,6 @@ from typing import Any, Final
 from runtime._action import Action, Decision
 from runtime._approval import Approval
 from runtime._canonical import StrictJSONError, loads_strict
-from runtime._errors import ApprovalError
-from runtime._gate import Gate
 from runtime._recorded import type_name
 from runtime._verdict import RuntimeVerdict
 from runtime.integrations._gated_call import TOOL_RESOURCE_PREFIX, GatedCall, judged, refusal_text
@@ -34,11 +31,9 @@ __all__ = [
     "ArgumentsError",
     "GatedRecord",
     "arguments_key",
-    "executed",
     "failure_action",
     "parse_arguments",
     "rejection_text",
-    "resolution",
 ]
 
 # The key every failure action carries, and the value that makes the gate deny it:
@@ -124,45 +119,6 @@ def failure_action(agent: str, tool_name: str, what: str) -> Action:
         resource=TOOL_RESOURCE_PREFIX + tool_name,
         args={FAILURE_KEY: what, _DENY_KEY: math.nan},
     )
-
-
-def resolution(gate: Gate, decision: Decision, *, approve: bool, approver: str) -> Approval:
-    """Resolve a held decision, or return the resolution that came first (no execution).
-
-    Raises:
-        ApprovalError: ``approver`` is not allowed (nothing is resolved), or the
-            id is unknown to the gate's store.
-        AuditError: the resolution could not be recorded.
-    """
-    try:
-        return gate.approvals.resolve(decision.decision_id, approved=approve, approver=approver)
-    except ApprovalError as refused:
-        try:  # resolved already (through ghost, or expired)? That resolution stands.
-            return gate.approvals.wait(decision.decision_id, 0)
-        except TimeoutError:
-            raise refused from None
-
-
-def executed(
-    gate: Gate, decision: Decision, approval: Approval, args: Mapping[str, Any]
-) -> GatedCall:
-    """The `GatedCall` of a resolved decision, about to run with ``args``.
-
-    `ApprovalQueue.execute` decides: the approval runs once, under the policy it
-    was made under, and only if ``args`` are the arguments that were approved.
-    """
-    if not approval.approved:
-        return GatedCall(decision, approval, None, refusal_text(decision, approval))
-    try:
-        run = gate.approvals.execute(approval, args)
-    except ApprovalError as exc:
-        return GatedCall(
-            decision,
-            approval,
-            None,
-            f"ghost did not run this tool call: {exc} (decision {decision.decision_id})",
-        )
-    return GatedCall(decision, approval, run, None)
 
 
 @dataclass(slots=True)

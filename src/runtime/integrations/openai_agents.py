@@ -68,7 +68,9 @@ from runtime._verdict import RuntimeVerdict
 from runtime.integrations._gated_call import (
     ActionOverride,
     GatedCall,
+    approved,
     asettle,
+    resolve_approval,
     tool_action,
 )
 from runtime.integrations._openai_agents_calls import (
@@ -76,11 +78,9 @@ from runtime.integrations._openai_agents_calls import (
     ArgumentsError,
     GatedRecord,
     arguments_key,
-    executed,
     failure_action,
     parse_arguments,
     rejection_text,
-    resolution,
 )
 
 __all__ = ["AgentToolCall", "ToolGate"]
@@ -299,7 +299,7 @@ class ToolGate:
         """Resolve ``known`` as the SDK said, or read ghost's resolution; None if still held."""
         try:
             if said is not None:
-                approval = resolution(
+                approval = resolve_approval(
                     self._gate, known.decision, approve=said, approver=self._approver
                 )
             else:
@@ -412,7 +412,7 @@ class ToolGate:
         approval = known.approval
         if approval is None:
             try:
-                approval = resolution(
+                approval = resolve_approval(
                     self._gate, known.decision, approve=True, approver=self._approver
                 )
             except ApprovalError as exc:
@@ -426,7 +426,7 @@ class ToolGate:
         same = args_key is not None and args_key == known.args_key
         # Other arguments than were held go to `execute` as they are: it refuses them
         # unless they are exactly the approved ones.
-        return executed(self._gate, known.decision, approval, known.decision.args if same else args)
+        return approved(self._gate, known.decision, approval, known.decision.args if same else args)
 
     async def _wait(self, decision: Decision) -> GatedCall:
         try:
