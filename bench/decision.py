@@ -20,6 +20,7 @@ import cProfile
 import functools
 import json
 import pstats
+import re
 import tempfile
 import time
 from collections.abc import Callable
@@ -73,6 +74,11 @@ forbid(principal, action == Action::"query", resource)
 """
 
 _SECRETS = " AKIAIOSFODNN7EXAMPLE ", " ghp_0123456789abcdefghijklmnopqrstuvwxyzAB "
+
+# The P1 profile before issue 10's first change (commit 098bac0: the stdlib JSON encoder
+# for canonical bytes, two writes per decision, every rule a candidate), recorded once
+# with `profile_lines` on this machine, so that the change can be read against it.
+_BEFORE_PROFILE = tuple((Path(__file__).parent / "p1_profile_before.txt").read_text().splitlines())
 
 
 def workload() -> Action:
@@ -168,7 +174,7 @@ def profile_lines(check: Callable[[], object], *, calls: int, top: int = 12) -> 
     )[:top]
     lines = []
     for (path, line, name), (_, calls_made, own, cumulative, _) in rows:
-        where = path.split("site-packages/")[-1].split("/src/")[-1]
+        where = re.sub(r"^.*(site-packages/|/src/|/lib/python3\.\d+/)", "", path)
         lines.append(
             f"`{where}:{line}({name})`: {100 * own / total:.1f} % own time,"
             f" {100 * cumulative / total:.1f} % with callees,"
@@ -261,6 +267,11 @@ def run(*, quick: bool = False) -> list[Section]:
                     " the profiler's overhead inflates small calls):"
                 ),
                 *profiled,
+                (
+                    "The same profile before issue 10's first change (commit 098bac0,"
+                    " recorded once with the same code):"
+                ),
+                *_BEFORE_PROFILE,
             ),
         )
     )
