@@ -39,9 +39,9 @@ from typing import Any
 import orjson
 
 from analysis._demo import demo_policy_path
-from audit import Durability, McapAuditSink, MemoryAuditSink
+from audit import Durability, McapAuditSink
 from bench._harness import Row, Section
-from bench.decision import workload
+from bench.decision import gate_records, workload
 from runtime import Gate, Policy
 
 __all__ = ["run"]
@@ -53,18 +53,9 @@ _DEFAULT: dict[Durability, int] = {"process": 100_000, "chunk": 100_000, "fsync"
 _QUICK: dict[Durability, int] = {"process": 4_000, "chunk": 4_000, "fsync": 200}
 
 
-def _records() -> tuple[dict[str, Any], dict[str, Any]]:
-    """The assessment and decision the gate writes for the P1 action, chain fields included."""
-    sink = MemoryAuditSink()
-    Gate(Policy.from_toml(demo_policy_path()), sink=sink).check(workload())
-    sink.close()
-    by_topic = {entry.topic: dict(entry.record) for entry in sink.entries}
-    return by_topic["/assessments"], by_topic["/decisions"]
-
-
 def _floor(path: Path, *, sync: bool) -> Callable[[int], None]:
     """``n`` floor decisions appended to ``path`` per call."""
-    assessment, decision = _records()
+    assessment, decision = gate_records()
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     dumps, sha256, pack, write, fsync = (
         orjson.dumps,
