@@ -177,7 +177,19 @@ def card_length(text: bytes) -> int:
     """
     if text.isdigit():  # the common, ungrouped form: one candidate, the whole run
         return len(text) if 13 <= len(text) <= 19 and luhn_ok(text) else 0
-    for end in reversed(_group_ends(text, b" -")):
+    ends = _group_ends(text, b" -")
+    digits = digits_of(text)
+    if len(digits) + len(ends) - 1 == len(text):
+        # Digits and separators only (what the pattern hands over): the i-th group end
+        # has i separators before it, so its digits are a prefix of ``digits``.
+        for group in range(len(ends) - 1, -1, -1):
+            count = ends[group] - group
+            if count < 13:
+                break
+            if count <= 19 and luhn_ok(digits[:count]):
+                return ends[group]
+        return 0
+    for end in reversed(ends):
         digits = digits_of(text[:end])
         if len(digits) < 13:  # the shortest card number
             break
