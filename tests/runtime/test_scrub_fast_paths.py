@@ -186,3 +186,48 @@ def test_the_pair_cache_stays_bounded_and_the_last_byte_is_a_pair_of_one() -> No
     assert scrubber.scrub("mail a@b.co, ring +44 20 7946 0958").value == (
         "mail [REDACTED:email], ring [REDACTED:phone_number]"
     )
+
+
+def _names(entries: tuple[tuple[object, ...], ...]) -> list[str]:
+    from runtime._detectors import DETECTORS
+
+    return [DETECTORS[entry[8]].name for entry in entries]  # type: ignore[index]
+
+
+def test_a_pair_drops_the_rules_its_second_byte_rules_out_and_their_peek_is_done() -> None:
+    plan = make_plan(tuple((index, False) for index in range(16)))
+    aws_and_google = plan._narrowed(b"AK")
+    assert "aws_access_key_id" in _names(aws_and_google)
+    assert "google_api_key" not in _names(aws_and_google)  # its peek wants "I" there
+    assert "google_api_key" in _names(plan._narrowed(b"AI"))
+    for entry in aws_and_google:
+        if _names((entry,)) == ["aws_access_key_id"]:
+            assert entry[5] is None  # the offset-1 peek was the pair's: not done again
+    # A peek at another offset stays for the loop (an IBAN's two digits at offset 2).
+    iban = [e for e in plan._narrowed(b"GB") if _names((e,)) == ["iban"]]
+    assert iban
+    assert iban[0][4] == 2
+    assert iban[0][5] is not None
+    assert plan._narrowed(b"A") == tuple(
+        e for e in plan._dispatch[ord("A")] if not (e[4] == 1 and e[5] is not None)
+    )  # the last byte of a buffer: every offset-1 peek fails
+
+
+def test_a_pair_decides_the_lead_test_when_one_of_its_bytes_can_lead() -> None:
+    plan = make_plan(tuple((index, False) for index in range(16)))
+    card_after_space = [e for e in plan._narrowed(b" 4") if _names((e,)) == ["credit_card"]]
+    assert card_after_space
+    assert card_after_space[0][3] is None
+    card_after_letters = [e for e in plan._narrowed(b"GB") if _names((e,)) == ["credit_card"]]
+    assert card_after_letters
+    assert card_after_letters[0][3] is not None
+
+
+def test_the_pair_cache_is_what_the_scan_uses() -> None:
+    plan = make_plan(tuple((index, False) for index in range(16)))
+    fresh = type(plan)(plan.entries)
+    fresh._pairs[b"AK"] = ()  # a hit starting "AK" tries no rule, if the cache is read
+    found: list[Candidate] = []
+    fresh.scan(b"AKIAIOSFODNN7EXAMPLE", 0, 20, Meter(1 << 40), found)
+    assert found == []
+    assert _scan(b"AKIAIOSFODNN7EXAMPLE") != []
