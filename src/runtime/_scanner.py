@@ -126,7 +126,7 @@ class Plan:
         entries: (catalogue index, blocking?) for each detector to run.
     """
 
-    __slots__ = ("_dispatch", "_rules", "_search", "entries")
+    __slots__ = ("_dispatch", "_pairs", "_rules", "_search", "entries")
 
     def __init__(self, entries: Sequence[tuple[int, bool]]) -> None:
         self.entries = tuple(entries)
@@ -157,6 +157,9 @@ class Plan:
             for byte in rule.first or _first_bytes(_compile(rule.hint)):
                 dispatch[byte].append(entry)
         self._dispatch: tuple[tuple[_Entry, ...], ...] = tuple(map(tuple, dispatch))
+        # The rules a hit's first two bytes leave (`_narrowed`), filled as pairs are met:
+        # at most 65,792 keys, so the cache is bounded whatever the input.
+        self._pairs: dict[bytes, tuple[_Entry, ...]] = {}
         self._search = (
             _compile("|".join(f"(?:{rule.hint})" for rule, _, _ in rules)).Match if rules else None
         )
@@ -188,7 +191,7 @@ class Plan:
         if search is None:
             return
         limit = len(buf) if end is None else end
-        dispatch = self._dispatch
+        pairs = self._pairs
         pos = low
         scanned = low  # how far earlier searches have read; reading it again is charged
         # Per rule, the end of its last match; read only for rules marked `runs`.
@@ -203,7 +206,11 @@ class Plan:
                 cost += (scanned if scanned < hit_end else hit_end) - pos
             if hit_end > scanned:
                 scanned = hit_end
-            for entry in dispatch[buf[hit_start]]:
+            pair = buf[hit_start : hit_start + 2]
+            entries = pairs.get(pair)
+            if entries is None:
+                entries = pairs[pair] = self._narrowed(pair)
+            for entry in entries:
                 number, match, span, skip, offset, allowed, longest, runs, index, blocking = entry
                 if runs and hit_start < covered[number]:
                     continue  # inside this rule's previous match: nothing new
@@ -232,6 +239,23 @@ class Plan:
             if meter.left < 0:
                 raise ScrubLimitExceeded("max_bytes", meter.limit)
             pos = hit_start + 1
+
+    def _narrowed(self, pair: bytes) -> tuple[_Entry, ...]:
+        """The rules a hit starting with ``pair`` (its first two bytes, or the last
+        byte of the buffer) may be: those its first byte dispatches to, less those
+        whose `peek` at offset 1 the second byte rules out. A peek the pair passes,
+        and a `lead` test one of its bytes passes, are done: the entry drops them."""
+        narrowed: list[_Entry] = []
+        for entry in self._dispatch[pair[0]]:
+            skip, offset, allowed = entry[3], entry[4], entry[5]
+            if offset == 1 and allowed is not None:
+                if pair[1:] not in allowed:
+                    continue  # b"" (the end of the buffer) is never allowed
+                allowed = None
+            if skip is not None and pair.translate(None, skip):
+                skip = None  # a byte of the pair can lead the number: the test passes
+            narrowed.append((*entry[:3], skip, offset, allowed, *entry[6:]))
+        return tuple(narrowed)
 
 
 @functools.cache

@@ -42,8 +42,18 @@ _TO_SPACE: Final = {
 # Luhn: a digit's value, and the value of its double with the digits summed (7 -> 14 -> 5).
 _PLAIN: Final = bytes.maketrans(_DIGITS, bytes(range(10)))
 _DOUBLED: Final = bytes.maketrans(_DIGITS, bytes([0, 2, 4, 6, 8, 1, 3, 5, 7, 9]))
-# IBAN: letters count as 10..35 (ISO 13616); a str table turns them into digit pairs.
-_IBAN_DIGITS: Final = {ord(c): str(10 + i) for i, c in enumerate("ABCDEFGHIJKLMNOPQRSTUVWXYZ")}
+# IBAN: letters count as 10..35 (ISO 13616), either case; digits as themselves. Indexed by
+# byte: a list comprehension over this table and one join beat `str.translate` with a dict.
+_IBAN_DIGITS: Final[tuple[str, ...]] = tuple(
+    chr(b)
+    if 0x30 <= b <= 0x39
+    else str(b - 0x37)
+    if 0x41 <= b <= 0x5A
+    else str(b - 0x57)
+    if 0x61 <= b <= 0x7A
+    else ""
+    for b in range(256)
+)
 
 IBAN_LENGTHS: Final[dict[bytes, int]] = {
     b"AD": 24,
@@ -165,7 +175,21 @@ def card_length(text: bytes) -> int:
     13 to 19 digits, Luhn-valid; the first digit (2-6) is the pattern's. A
     trailing group the pattern took ("... 12/27") is dropped if that makes it valid.
     """
-    for end in reversed(_group_ends(text, b" -")):
+    if text.isdigit():  # the common, ungrouped form: one candidate, the whole run
+        return len(text) if 13 <= len(text) <= 19 and luhn_ok(text) else 0
+    ends = _group_ends(text, b" -")
+    digits = digits_of(text)
+    if len(digits) + len(ends) - 1 == len(text):
+        # Digits and separators only (what the pattern hands over): the i-th group end
+        # has i separators before it, so its digits are a prefix of ``digits``.
+        for group in range(len(ends) - 1, -1, -1):
+            count = ends[group] - group
+            if count < 13:
+                break
+            if count <= 19 and luhn_ok(digits[:count]):
+                return ends[group]
+        return 0
+    for end in reversed(ends):
         digits = digits_of(text[:end])
         if len(digits) < 13:  # the shortest card number
             break
@@ -175,8 +199,12 @@ def card_length(text: bytes) -> int:
 
 
 def _mod97(compact: bytes) -> int:
-    rearranged = (compact[4:] + compact[:4]).decode("ascii").translate(_IBAN_DIGITS)
-    return int(rearranged) % 97
+    """ISO 7064 MOD 97-10 of an alphanumeric IBAN (either case): 1 when valid."""
+    table = _IBAN_DIGITS
+    rest = compact[4:]
+    # The account part is mostly digits (all of it in most countries): no table there.
+    digits = rest.decode("ascii") if rest.isdigit() else "".join([table[byte] for byte in rest])
+    return int(digits + "".join([table[byte] for byte in compact[:4]])) % 97
 
 
 def iban_length(text: bytes) -> int:
@@ -189,15 +217,21 @@ def iban_length(text: bytes) -> int:
     expected = IBAN_LENGTHS.get(text[:2].upper())
     if expected is None:
         return 0
-    # Only one group-aligned prefix can have the country's length: find it.
-    for end in _group_ends(text, b" "):
-        size = end - text.count(b" ", 0, end)
-        if size >= expected:
-            if size > expected:
-                return 0
-            compact = text[:end].replace(b" ", b"").upper()
-            return end if _mod97(compact) == 1 else 0
-    return 0
+    # Only one group-aligned prefix can have the country's length: the one that ends
+    # right after the ``expected``-th non-space character. Its offset is the least
+    # fixpoint of end = expected + (spaces before end), reached from below in at most
+    # one step per space (each `count` runs in C).
+    end = expected
+    while True:
+        further = expected + text.count(b" ", 0, end)
+        if further == end:
+            break
+        end = further
+    if end > len(text) or text[end : end + 1] not in (b"", b" "):
+        return 0  # too short, or the group there runs past the length: no IBAN
+    compact = text[:end].replace(b" ", b"")
+    # Alphanumeric only: anything else has no MOD 97 value and is no IBAN.
+    return end if compact.isalnum() and _mod97(compact) == 1 else 0
 
 
 def phone_length(text: bytes) -> int:
