@@ -148,6 +148,11 @@ def run_query(connection: Any, sql: str) -> QueryResult:
     duckdb = load_extra("duckdb", "fleet")
     try:
         cursor = connection.execute(sql)
+    except duckdb.Error as exc:
+        raise FleetQueryError(str(exc), bad_sql=True) from None
+    if cursor is None:  # DuckDB's answer to a string that holds no statement
+        raise FleetQueryError("the SQL holds no statement", bad_sql=True)
+    try:
         description = cursor.description or ()
         rows = cursor.fetchall() if description else []
     except duckdb.Error as exc:

@@ -6,9 +6,11 @@ would give that file alone, and its first problems. The engines only decide
 where that call runs:
 
 * ``local`` -- a `concurrent.futures.ProcessPoolExecutor` of ``workers``
-  processes (default: the machine's CPU count), started with ``spawn`` so a
-  worker inherits no thread or lock of the caller. With one worker the runs
-  are verified in this process: no pool to pay for.
+  processes (default: the machine's CPU count, never more than the runs).
+  Workers are forked when the caller runs a single thread (the CLI: no
+  module is imported twice), else spawned, so a worker never inherits a
+  lock another thread held. With one worker the runs are verified in this
+  process: no pool to pay for.
 * ``ray`` -- one Ray task per run (``ray.init(address=...)``; None lets Ray
   pick, as ``RAY_ADDRESS`` or a new local instance). Tasks are sent absolute
   paths, so the files must be where every node can read them (a shared
@@ -24,6 +26,7 @@ from __future__ import annotations
 
 import glob
 import os
+import threading
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor
@@ -268,12 +271,14 @@ def verify_fleet(
     count = (os.cpu_count() or 1) if workers is None else workers
     if count < 1:
         raise ValueError(f"workers must be at least 1, not {count}")
-    if count == 1 or len(paths) <= 1:
+    size = min(count, len(paths))
+    if size <= 1:
         runs = tuple(verify_one(path) for path in paths)
     else:
         # A few runs per message, so a thousand small runs do not cost a thousand round trips.
-        chunk = max(1, len(paths) // (count * 8))
-        with ProcessPoolExecutor(max_workers=count, mp_context=get_context("spawn")) as pool:
+        chunk = max(1, len(paths) // (size * 8))
+        start = "fork" if threading.active_count() == 1 and os.name == "posix" else "spawn"
+        with ProcessPoolExecutor(max_workers=size, mp_context=get_context(start)) as pool:
             runs = tuple(pool.map(verify_one, paths, chunksize=chunk))
     return FleetVerification(runs=runs, engine=engine, workers=count)
 
