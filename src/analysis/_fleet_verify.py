@@ -1,7 +1,7 @@
 """`verify_fleet`: `verify_run` on many runs at once, on a process pool or a Ray cluster (ADR 0030).
 
 Each run is verified by the same `verify_run`, in a worker, and comes back
-as a `FleetRun`: its outcome (`Outcome`), the exit code ``ghost verify``
+as a `FleetRun`: its outcome (`FleetOutcome`), the exit code ``ghost verify``
 would give that file alone, and its first problems. The engines only decide
 where that call runs:
 
@@ -38,9 +38,9 @@ from typing import Any, Final
 
 __all__ = [
     "ENGINES",
+    "FleetOutcome",
     "FleetRun",
     "FleetVerification",
-    "Outcome",
     "expand_paths",
     "fleet_exit_code",
     "verify_fleet",
@@ -58,7 +58,7 @@ _EXIT_TAMPERED: Final = 3
 _EXIT_TRUNCATED: Final = 4
 
 
-class Outcome(StrEnum):
+class FleetOutcome(StrEnum):
     """What verification made of one file. Closed."""
 
     INTACT = "intact"
@@ -71,11 +71,11 @@ class Outcome(StrEnum):
     """Missing, not MCAP, not a ghost audit log, or no file matched (exit 1)."""
 
 
-_EXIT_CODES: Final[Mapping[Outcome, int]] = {
-    Outcome.INTACT: _EXIT_OK,
-    Outcome.TRUNCATED: _EXIT_TRUNCATED,
-    Outcome.TAMPERED: _EXIT_TAMPERED,
-    Outcome.UNREADABLE: _EXIT_UNREADABLE,
+_EXIT_CODES: Final[Mapping[FleetOutcome, int]] = {
+    FleetOutcome.INTACT: _EXIT_OK,
+    FleetOutcome.TRUNCATED: _EXIT_TRUNCATED,
+    FleetOutcome.TAMPERED: _EXIT_TAMPERED,
+    FleetOutcome.UNREADABLE: _EXIT_UNREADABLE,
 }
 
 
@@ -95,7 +95,7 @@ class FleetRun:
     """
 
     path: str
-    outcome: Outcome
+    outcome: FleetOutcome
     exit_code: int
     summary: str
     problems: tuple[str, ...] = ()
@@ -135,7 +135,7 @@ class FleetVerification:
     def counts(self) -> dict[str, int]:
         """Runs per outcome, every outcome listed."""
         found = Counter(run.outcome for run in self.runs)
-        return {outcome.value: found[outcome] for outcome in Outcome}
+        return {outcome.value: found[outcome] for outcome in FleetOutcome}
 
     @property
     def exit_code(self) -> int:
@@ -147,7 +147,7 @@ class FleetVerification:
         """One line: how many runs, and how many of each outcome."""
         counts = self.counts
         total = len(self.runs)
-        parts = ", ".join(f"{counts[outcome.value]} {outcome.value}" for outcome in Outcome)
+        parts = ", ".join(f"{counts[outcome.value]} {outcome.value}" for outcome in FleetOutcome)
         return f"fleet: {total} run{'' if total == 1 else 's'}: {parts}"
 
     def document(self) -> dict[str, Any]:
@@ -162,14 +162,14 @@ class FleetVerification:
         }
 
 
-def fleet_exit_code(outcomes: Iterable[Outcome]) -> int:
+def fleet_exit_code(outcomes: Iterable[FleetOutcome]) -> int:
     """0 if every run is intact; else 3 if any is tampered, 4 if any truncated, else 1."""
     found = set(outcomes)
-    if Outcome.TAMPERED in found:
+    if FleetOutcome.TAMPERED in found:
         return _EXIT_TAMPERED
-    if Outcome.TRUNCATED in found:
+    if FleetOutcome.TRUNCATED in found:
         return _EXIT_TRUNCATED
-    if Outcome.UNREADABLE in found:
+    if FleetOutcome.UNREADABLE in found:
         return _EXIT_UNREADABLE
     return _EXIT_OK
 
@@ -204,7 +204,7 @@ def verify_one(path: str) -> FleetRun:
         path: the file.
 
     Returns:
-        Its `FleetRun`; a file `verify_run` cannot read is `Outcome.UNREADABLE`.
+        Its `FleetRun`; a file `verify_run` cannot read is `FleetOutcome.UNREADABLE`.
     """
     from analysis._verify import verify_run
     from analysis._verify_model import RunStatus
@@ -215,21 +215,21 @@ def verify_one(path: str) -> FleetRun:
     except LogFormatError as exc:
         return FleetRun(
             path=path,
-            outcome=Outcome.UNREADABLE,
+            outcome=FleetOutcome.UNREADABLE,
             exit_code=_EXIT_UNREADABLE,
             summary=f"cannot read {exc.path}: {exc.problem}",
         )
     except Exception as exc:  # noqa: BLE001 - one bad file must not sink the fleet
         return FleetRun(
             path=path,
-            outcome=Outcome.UNREADABLE,
+            outcome=FleetOutcome.UNREADABLE,
             exit_code=_EXIT_UNREADABLE,
             summary=f"internal error ({type(exc).__name__}: {exc}); please report it",
         )
     outcome = {
-        RunStatus.INTACT: Outcome.INTACT,
-        RunStatus.TRUNCATED: Outcome.TRUNCATED,
-        RunStatus.TAMPERED: Outcome.TAMPERED,
+        RunStatus.INTACT: FleetOutcome.INTACT,
+        RunStatus.TRUNCATED: FleetOutcome.TRUNCATED,
+        RunStatus.TAMPERED: FleetOutcome.TAMPERED,
     }[result.status]
     return FleetRun(
         path=path,
@@ -301,7 +301,7 @@ def _on_ray(paths: Sequence[str], address: str | None) -> tuple[FleetRun, ...]:
     return tuple(
         FleetRun(
             path=given,
-            outcome=Outcome(run.outcome),
+            outcome=FleetOutcome(run.outcome),
             exit_code=run.exit_code,
             summary=run.summary,
             problems=tuple(run.problems),

@@ -10,8 +10,8 @@ import pytest
 from analysis import verify_run
 from analysis._cli import main
 from analysis._fleet_verify import (
+    FleetOutcome,
     FleetRun,
-    Outcome,
     expand_paths,
     fleet_exit_code,
     verify_fleet,
@@ -95,7 +95,7 @@ def test_the_fleet_exit_code_follows_its_worst_run(
 
 
 def test_fleet_exit_code_ranks_tampered_then_truncated_then_unreadable() -> None:
-    o = Outcome
+    o = FleetOutcome
     assert fleet_exit_code([]) == 0
     assert fleet_exit_code([o.INTACT, o.INTACT]) == 0
     assert fleet_exit_code([o.INTACT, o.UNREADABLE]) == 1
@@ -111,7 +111,7 @@ def test_a_pattern_that_matches_nothing_is_an_unreadable_run_not_a_silent_pass(
 
     assert expand_paths([pattern]) == [pattern]
     (run,) = verify_fleet(expand_paths([pattern]), workers=1).runs
-    assert run.outcome is Outcome.UNREADABLE
+    assert run.outcome is FleetOutcome.UNREADABLE
     assert run.exit_code == 1
 
 
@@ -133,9 +133,9 @@ def test_verify_one_never_raises_and_keeps_few_problems(fleet: tuple[Path, dict[
     missing = verify_one(str(directory / "absent.mcap"))
 
     assert isinstance(run, FleetRun)
-    assert run.outcome is Outcome.TAMPERED
+    assert run.outcome is FleetOutcome.TAMPERED
     assert 0 < len(run.problems) <= 20 <= 20 + run.problem_count
-    assert missing.outcome is Outcome.UNREADABLE
+    assert missing.outcome is FleetOutcome.UNREADABLE
     assert "absent.mcap" in missing.summary
 
 
