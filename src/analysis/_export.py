@@ -361,6 +361,8 @@ def _replace(root: Path, table: str, date: str, key: str, built: Path) -> None:
     try:
         table_dir = _real_directory(root / table, create=True)
         for old_date in sorted(table_dir.glob("date=*")):
+            if old_date.is_symlink():  # not the export's: never reach through it
+                continue
             old = old_date / f"run={key}"
             if old.exists() or old.is_symlink():
                 trash = built.parent / f"old-{uuid.uuid4().hex}"
