@@ -45,7 +45,7 @@ def add_fleet_command(commands: argparse._SubParsersAction[argparse.ArgumentPars
     """Add ``fleet`` (``verify``, ``query``, ``summary``) to the ``ghost`` parser's subcommands."""
     fleet = commands.add_parser(
         "fleet",
-        help="many runs: verify in parallel, query and summarize an export",
+        help="many runs: verify in parallel, SQL over an export",
         description="Work on many runs at once: verify files, query a Parquet export.",
     )
     actions = fleet.add_subparsers(dest="fleet_command", metavar="ACTION", required=True)
@@ -94,7 +94,7 @@ def add_fleet_command(commands: argparse._SubParsersAction[argparse.ArgumentPars
 
     summary = actions.add_parser(
         "summary",
-        help="a fleet at a glance: verdicts by day, top denied, latency by policy, approvals",
+        help="a fleet at a glance: verdicts, denials, latency, approvals",
         description=(
             "Summarize the export in OUT_DIR with DuckDB: runs by verification status, verdicts"
             " by day, the most denied (agent, verb, resource), latency percentiles by policy"

@@ -8,9 +8,6 @@ import pytest
 
 from tests.fleet.fleet_runs import write_fleet
 
-pytest.importorskip("pyarrow", reason="the fleet extra (pyarrow) is not installed")
-pytest.importorskip("duckdb", reason="the fleet extra (duckdb) is not installed")
-
 
 @pytest.fixture(scope="session")
 def fleet(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, str]]:

@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+import pytest
+
+pytest.importorskip("pyarrow", reason="the fleet extra (pyarrow) is not installed")
+pytest.importorskip("duckdb", reason="the fleet extra (duckdb) is not installed")
+
 import json
 import os
 import subprocess

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import pytest
+
+pytest.importorskip("pyarrow", reason="the fleet extra (pyarrow) is not installed")
+
 from typing import Any
 
 import pyarrow as pa
