@@ -9,14 +9,21 @@ integrity check of a run (schemas, canonical bytes, ``seq``, the hash chain,
 the seal, MCAP fields, the policy attachment, decision links, CRCs, Merkle
 checkpoints, note signatures, anchors), ending
 in a `RunStatus` of intact, truncated or tampered (ADR 0013). `analyze_run`
-gives both from one streaming pass over the file. The ``ghost``
-command line lives in ``analysis._cli``.
+gives both from one streaming pass over the file. `export_run` writes a
+run as Parquet tables (``analysis._export_schema`` declares them) and `verify_fleet` runs
+`verify_run` over many files on a process pool or a Ray cluster (ADR 0030;
+``pyarrow``, ``duckdb`` and ``ray`` are optional extras, imported only when
+used). The ``ghost`` command line lives in ``analysis._cli``.
 """
 
 from __future__ import annotations
 
 from analysis._analyze import RunAnalysis, analyze_run
 from analysis._decision_trace import build_decision_trace_report, verify_decision_chain
+from analysis._export import DuplicateRunError, ExportError, ExportResult, export_run
+from analysis._fleet_deps import MissingExtraError
+from analysis._fleet_sql import FleetQueryError
+from analysis._fleet_verify import FleetOutcome, FleetRun, FleetVerification, verify_fleet
 from analysis._trace_json import (
     decode_decision_trace_report_from_json,
     encode_decision_trace_report_to_bytes,
@@ -46,9 +53,17 @@ __all__ = [
     "ChainStatus",
     "DecisionTraceRecord",
     "DecisionTraceReport",
+    "DuplicateRunError",
+    "ExportError",
+    "ExportResult",
+    "FleetOutcome",
+    "FleetQueryError",
+    "FleetRun",
+    "FleetVerification",
     "FrozenCounts",
     "IntegrityCheck",
     "LatencyStats",
+    "MissingExtraError",
     "RunAnalysis",
     "RunProblem",
     "RunStatus",
@@ -59,7 +74,9 @@ __all__ = [
     "build_decision_trace_report",
     "decode_decision_trace_report_from_json",
     "encode_decision_trace_report_to_bytes",
+    "export_run",
     "generate_decision_trace_report",
     "verify_decision_chain",
+    "verify_fleet",
     "verify_run",
 ]

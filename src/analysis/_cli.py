@@ -1,7 +1,8 @@
 """The ``ghost`` command line: ``verify``, ``trace-decisions``, ``summary`` (in
 ``analysis._cli_summary``), ``report`` (in ``analysis._cli_report``), ``demo``,
 ``keygen``, ``prove``, ``verify-proof``, ``approvals`` (in ``analysis._cli_approvals``),
-``mcp-proxy`` (in ``analysis._cli_mcp_proxy``), ``--version``.
+``mcp-proxy`` (in ``analysis._cli_mcp_proxy``), ``export`` (in ``analysis._cli_export``),
+``fleet verify|query|summary`` (in ``analysis._cli_fleet``), ``--version``.
 
 Exit codes follow SPEC §6 (ADR 0013):
 
@@ -28,6 +29,10 @@ Exit codes follow SPEC §6 (ADR 0013):
   (the run is sealed). ``mcp-proxy``'s 1 is a proxy that could not start, or a
   decision that could not be recorded; 130/143 a SIGINT/SIGTERM, the run sealed.
 
+``fleet verify`` exits 0 only when every run is intact and sealed, else 3 if
+any is tampered, else 4 if any is truncated, else 1 (a file that cannot be
+read); ``fleet query`` exits 2 for SQL DuckDB rejects (ADR 0030).
+
 No command ends in a traceback: every error becomes one line on stderr,
 and an error no handler expected still exits 1 with its type named. A
 broken chain is a finding, not a failure: ``trace-decisions`` reports it
@@ -50,6 +55,8 @@ from typing import TYPE_CHECKING, Any, Final, cast
 
 from analysis._cli_approvals import EXIT_REFUSED, add_approval_commands
 from analysis._cli_args import add_run_argument, resolve_run_argument
+from analysis._cli_export import add_export_command
+from analysis._cli_fleet import add_fleet_command
 from analysis._cli_mcp_proxy import EXIT_SERVER_EXITED, add_mcp_proxy_command
 from analysis._cli_report import add_report_command
 from analysis._cli_summary import add_summary_command
@@ -276,6 +283,8 @@ def _make_parser() -> argparse.ArgumentParser:
 
     add_approval_commands(commands)
     add_mcp_proxy_command(commands)
+    add_export_command(commands)
+    add_fleet_command(commands)
     return parser
 
 
