@@ -24,10 +24,20 @@ from types import ModuleType
 
 import structlog
 
-from bench import audit_log, decision, gate, long_run, scrub, scrub_peer, throughput, verify
+from bench import (
+    audit_log,
+    decision,
+    fleet,
+    gate,
+    long_run,
+    scrub,
+    scrub_peer,
+    throughput,
+    verify,
+)
 from bench._harness import Section, render
 
-MODULES = (decision, throughput, gate, scrub, scrub_peer, audit_log, verify, long_run)
+MODULES = (decision, throughput, gate, scrub, scrub_peer, audit_log, verify, fleet, long_run)
 
 
 def main(argv: list[str] | None = None) -> int:
