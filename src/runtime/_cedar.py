@@ -321,7 +321,12 @@ def _load(
         field = exc.field
         if field is not None:
             for annotation, (key, sub) in _VALUE_ANNOTATIONS.items():
-                if field == key or field.startswith(f"{key}.{sub}"):
+                # The loader names a field "approval.timeout_s", "narrow.clamp.n" or "keep".
+                if (
+                    field == key
+                    if sub is None
+                    else field == sub or field.startswith(f"{key}.{sub}")
+                ):
                     field = f"@{annotation} ({field})"
                     break
             else:
@@ -346,24 +351,24 @@ def _rule_table(key: str, body: Mapping[str, Any], origin: str) -> dict[str, Any
     ghost = {name: value for name, value in annotations.items() if name in _ANNOTATIONS}
     table: dict[str, Any] = {"id": rule_id}
     if body.get("effect") == "forbid":
-        if ghost:
+        if "ghost_effect" in ghost:
             raise PolicyError(
-                "a forbid statement denies; ghost annotations belong on a permit",
+                "a forbid statement denies; @ghost_effect belongs on a permit",
                 source=origin,
                 rule=rule_id,
-                field=f"@{sorted(ghost)[0]}",
+                field="@ghost_effect",
             )
-        table["effect"] = "deny"
-        return table
-    effect = ghost.pop("ghost_effect", "allow")
-    if effect not in _EFFECTS:
-        hint = " (write forbid to deny)" if effect == "deny" else ""
-        raise PolicyError(
-            f"must be allow, narrow or approval, not {effect!r}{hint}",
-            source=origin,
-            rule=rule_id,
-            field="@ghost_effect",
-        )
+        effect = "deny"  # the loader refuses narrowings and approval terms on it
+    else:
+        effect = ghost.pop("ghost_effect", "allow")
+        if effect not in _EFFECTS:
+            hint = " (write forbid to deny)" if effect == "deny" else ""
+            raise PolicyError(
+                f"must be allow, narrow or approval, not {effect!r}{hint}",
+                source=origin,
+                rule=rule_id,
+                field="@ghost_effect",
+            )
     table["effect"] = effect
     for name, text in ghost.items():
         key_name, sub = _VALUE_ANNOTATIONS[name]
@@ -372,13 +377,6 @@ def _rule_table(key: str, body: Mapping[str, Any], origin: str) -> dict[str, Any
             table[key_name] = value
         else:
             table.setdefault(key_name, {})[sub] = value
-    if effect == "narrow" and "narrow" not in table:
-        raise PolicyError(
-            "a narrow statement needs at least one @ghost_narrow_* annotation",
-            source=origin,
-            rule=rule_id,
-            field="@ghost_effect",
-        )
     return table
 
 

@@ -7,8 +7,6 @@ from typing import Any
 
 import pytest
 
-pytest.importorskip("cedarpy", reason="the Cedar backend needs cedarpy (ghost-sdk[cedar])")
-
 from analysis._demo import SCRIPT, demo_cedar_policy, demo_cedar_policy_path, demo_policy_path
 from audit import MemoryAuditSink
 from runtime import (
@@ -24,6 +22,8 @@ from runtime import (
     sha256_hex,
 )
 from runtime.testing import ManualClock
+
+pytest.importorskip("cedarpy", reason="the Cedar backend needs cedarpy (ghost-sdk[cedar])")
 
 KEY = b"k" * 32
 
