@@ -248,5 +248,5 @@ def _decimal_text(value: float, path: str) -> str:
         raise CedarValueError(
             path, "float", "a decimal has at most 4 digits after the point, within +-9.2e14"
         )
-    text = format(exact, "f")
-    return text if "." in text else text + ".0"
+    # repr always writes a point below 1e16, and larger floats are out of range above.
+    return format(exact, "f")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from collections.abc import Mapping
@@ -462,6 +463,10 @@ def test_a_custom_mapping_replaces_the_convention() -> None:
         ({"principal": "User::\"x\""}, "not a CedarRequest"),
         (CedarRequest(("User", "x"), ("Action", 3), ("Doc", "d"), {}), "(type, id) pair"),  # type: ignore[arg-type]
         (CedarRequest(("User",), ("Action", "a"), ("Doc", "d"), {}), "(type, id) pair"),  # type: ignore[arg-type]
+        (CedarRequest(["User", "x"], ("Action", "a"), ("Doc", "d"), {}), "(type, id) pair"),  # type: ignore[arg-type]
+        (CedarRequest(("User", 1), ("Action", "a"), ("Doc", "d"), {}), "(type, id) pair"),  # type: ignore[arg-type]
+        (CedarRequest(("User", "x"), ("Action", "a"), ("Doc", "d"), {},
+                      (CedarEntity(("User", "x"), parents=(("Group",),)),)), "(type, id) pair"),  # type: ignore[arg-type]
         (CedarRequest(("User", "x"), ("Action", "a"), ("Doc", "d"), {}, ("e",)),  # type: ignore[arg-type]
          "not a CedarEntity"),
         (CedarRequest(("User", "x"), ("Action", "a"), ("Doc", "d"), [1]), "a record must be"),  # type: ignore[arg-type]
@@ -506,3 +511,48 @@ def test_encode_request_errors_are_cedar_evaluation_errors() -> None:
     assert isinstance(raised.value, CedarEvaluationError)
     with pytest.raises(CedarEvaluationError, match="not a CedarRequest"):
         encode_request(None)
+
+
+@pytest.mark.parametrize("number", [float("nan"), float("inf"), -float("inf")])
+def test_nan_and_infinities_from_a_mapping_deny(number: float) -> None:
+    request = CedarRequest(("User", "x"), ("Action", "a"), ("Doc", "d"), {"x": number})
+    policy = CedarPolicy.from_str(ALLOW_ALL, mapping=lambda *_: request)
+    decision, record = decide(policy, act())
+    assert decision.verdict is RuntimeVerdict.DENY
+    assert record["errors"] == ["CedarValueError"]
+    assert "NaN and infinities" in decision.reason
+
+
+def test_rules_keep_file_order_past_ten_statements() -> None:
+    # Cedar's positional ids sort as text (policy10 < policy2): the order must be the file's.
+    text = "\n".join(f'@id("r{i:02}") {ALLOW_ALL}' for i in range(12))
+    policy = CedarPolicy.from_str(text)
+    assert [r.id for r in policy.rules] == [f"r{i:02}" for i in range(12)]
+    _, record = decide(policy, act())
+    assert [m["id"] for m in record["matched_rules"]] == [f"r{i:02}" for i in range(12)]
+    unnamed = CedarPolicy.from_str("\n".join([ALLOW_ALL] * 12))
+    assert [r.id for r in unnamed.rules] == [f"policy{i}" for i in range(12)]
+
+
+def test_a_json_schema_is_accepted_too() -> None:
+    schema = {
+        "": {
+            "entityTypes": {"Agent": {}, "Resource": {}},
+            "actions": {
+                "go": {"appliesTo": {"principalTypes": ["Agent"], "resourceTypes": ["Resource"]}}
+            },
+        }
+    }
+    text = 'permit (principal, action == Action::"go", resource);'
+    policy = CedarPolicy.from_str(text, schema=json.dumps(schema), mapping=_bare_names)
+    assert decide(policy, act())[0].verdict is RuntimeVerdict.ALLOW
+    with pytest.raises(PolicyError, match="does not validate against the schema") as raised:
+        CedarPolicy.from_str(
+            'permit (principal, action == Action::"og", resource);', schema=json.dumps(schema)
+        )
+    assert raised.value.rule == "policy0"
+
+
+def _bare_names(agent: str, verb: str, resource: str, args: Mapping[str, Any]) -> CedarRequest:
+    """The convention without entity attributes (what a schema with no attributes expects)."""
+    return CedarRequest(("Agent", agent), ("Action", verb), ("Resource", resource), args)
