@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import subprocess
 import sys
+import types
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -556,3 +558,37 @@ def test_a_json_schema_is_accepted_too() -> None:
 def _bare_names(agent: str, verb: str, resource: str, args: Mapping[str, Any]) -> CedarRequest:
     """The convention without entity attributes (what a schema with no attributes expects)."""
     return CedarRequest(("Agent", agent), ("Action", verb), ("Resource", resource), args)
+
+
+def test_requests_and_entities_are_frozen() -> None:
+    entity = CedarEntity(("User", "x"))
+    request = CedarRequest(("User", "x"), ("Action", "a"), ("Doc", "d"), {}, (entity,))
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        request.context = {"n": 1}  # type: ignore[misc]
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        entity.attrs = {"n": 1}  # type: ignore[misc]
+
+
+def test_list_nesting_is_bounded_too() -> None:
+    value: Any = "leaf"
+    for _ in range(MAX_CEDAR_DEPTH - 1):
+        value = [value]
+    assert verdict(ALLOW_ALL, act(v=value)) is RuntimeVerdict.ALLOW
+    decision = decide(CedarPolicy.from_str(ALLOW_ALL), act(v=[value]))[0]
+    assert decision.verdict is RuntimeVerdict.DENY
+    assert "nested deeper than 32" in decision.reason
+
+
+def test_a_mapping_may_hand_over_read_only_mappings_but_not_other_types() -> None:
+    context = types.MappingProxyType({"n": 1, "r": types.MappingProxyType({"s": "t"})})
+    request = CedarRequest(("User", "x"), ("Action", "a"), ("Doc", "d"), context)
+    text = 'permit (principal, action, resource) when { context.n == 1 && context.r.s == "t" };'
+    assert decide(CedarPolicy.from_str(text, mapping=lambda *_: request), act())[0].verdict is (
+        RuntimeVerdict.ALLOW
+    )
+    odd = CedarRequest(("User", "x"), ("Action", "a"), ("Doc", "d"), {"x": {1, 2}})
+    decision = decide(CedarPolicy.from_str(ALLOW_ALL, mapping=lambda *_: odd), act())[0]
+    assert decision.verdict is RuntimeVerdict.DENY
+    assert "$.x is a set Cedar cannot represent (only str, bool, int, float, list, dict)" in (
+        decision.reason
+    )
