@@ -330,7 +330,7 @@ def _load(
                     field = f"@{annotation} ({field})"
                     break
             else:
-                if field in ("narrow", "approval", "effect"):
+                if field in ("narrow", "approval"):
                     field = f"@ghost_effect ({field})"
         raise PolicyError(exc.problem, source=origin, rule=exc.rule, field=field) from None
 

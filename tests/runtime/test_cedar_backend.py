@@ -208,6 +208,7 @@ def test_unreadable_files_schemas_and_settings_are_policy_errors(tmp_path: Path)
             '@id("typo") permit (principal, action == Action::"og", resource);', schema=schema
         )
     assert raised.value.rule == "typo"
+    assert raised.value.field == "schema"
     with pytest.raises(PolicyError, match="unknown detector"):
         CedarPolicy.from_str(ALLOW_ALL, scrub={"block": ["nope"]})
     with pytest.raises(PolicyError, match="scrub must be a mapping"):
@@ -592,3 +593,9 @@ def test_a_mapping_may_hand_over_read_only_mappings_but_not_other_types() -> Non
     assert "$.x is a set Cedar cannot represent (only str, bool, int, float, list, dict)" in (
         decision.reason
     )
+
+
+def test_an_empty_id_names_the_annotation() -> None:
+    with pytest.raises(PolicyError) as raised:
+        CedarPolicy.from_str(f'@id("") {ALLOW_ALL}')
+    assert (raised.value.rule, raised.value.field) == ("policy0", "@id")
