@@ -21,6 +21,7 @@ import os
 import shutil
 import sys
 import tempfile
+import tomllib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from importlib import resources
@@ -33,9 +34,16 @@ from analysis._decision_trace import build_decision_trace_report
 from analysis._trace_json import encode_decision_trace_report_to_bytes
 from analysis._trace_model import DecisionTraceReport
 from audit import McapAuditSink
-from runtime import Action, Decision, Gate, Policy, RuntimeVerdict, loads_strict
+from runtime import Action, CedarPolicy, Decision, Gate, Policy, RuntimeVerdict, loads_strict
 
-__all__ = ["SCRIPT", "ScriptedCall", "demo_policy_path", "run_demo"]
+__all__ = [
+    "SCRIPT",
+    "ScriptedCall",
+    "demo_cedar_policy",
+    "demo_cedar_policy_path",
+    "demo_policy_path",
+    "run_demo",
+]
 
 _INCOMING = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
 # Truncated, made-up key material: enough for the private_key detector, useless as a key.
@@ -214,6 +222,24 @@ SCRIPT: tuple[ScriptedCall, ...] = (
 def demo_policy_path() -> Path:
     """The bundled example policy file."""
     return Path(str(resources.files("analysis").joinpath("demo_policy.toml")))
+
+
+def demo_cedar_policy_path() -> Path:
+    """The bundled example policy written in Cedar (the same rules as `demo_policy_path`)."""
+    return Path(str(resources.files("analysis").joinpath("demo_policy.cedar")))
+
+
+def demo_cedar_policy() -> CedarPolicy:
+    """The bundled example policy as a `CedarPolicy`, with the TOML file's id and ``[scrub]``.
+
+    Raises:
+        runtime.PolicyError: cedarpy is not installed (``ghost-sdk[cedar]``).
+    """
+    with demo_policy_path().open("rb") as handle:
+        toml = tomllib.load(handle)
+    return CedarPolicy.from_file(
+        demo_cedar_policy_path(), policy_id=toml["policy_id"], scrub=toml["scrub"]
+    )
 
 
 _TOOLS: Mapping[str, Callable[[Mapping[str, Any]], str]] = {

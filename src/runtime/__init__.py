@@ -30,6 +30,7 @@ from runtime._approval_store import (
     ResolutionRecord,
     check_resolution,
 )
+from runtime._backend import PolicyBackend
 from runtime._canonical import (
     StrictJSONError,
     canonical_bytes,
@@ -39,6 +40,8 @@ from runtime._canonical import (
     sha256_hex,
     value_sha256,
 )
+from runtime._cedar import CEDAR_MEDIA_TYPE, CedarPolicy
+from runtime._cedar_request import CedarEntity, CedarMapping, CedarRequest, convention_request
 from runtime._clock import Clock, SystemClock
 from runtime._errors import (
     ActionDenied,
@@ -48,6 +51,8 @@ from runtime._errors import (
     ApprovalStoreError,
     AuditError,
     CanonicalEncodingError,
+    CedarEvaluationError,
+    CedarValueError,
     ConditionError,
     ConditionTypeError,
     EvaluationError,
@@ -70,6 +75,7 @@ from runtime._verdict import Effect, RuntimeVerdict
 from runtime._version import SDK_VERSION
 
 __all__ = [
+    "CEDAR_MEDIA_TYPE",
     "SDK_VERSION",
     "Action",
     "ActionDenied",
@@ -84,6 +90,12 @@ __all__ = [
     "AuditError",
     "AuditSink",
     "CanonicalEncodingError",
+    "CedarEntity",
+    "CedarEvaluationError",
+    "CedarMapping",
+    "CedarPolicy",
+    "CedarRequest",
+    "CedarValueError",
     "Clock",
     "ConditionError",
     "ConditionTypeError",
@@ -99,6 +111,7 @@ __all__ = [
     "NarrowingEscape",
     "PendingApproval",
     "Policy",
+    "PolicyBackend",
     "PolicyError",
     "Resolution",
     "ResolutionRecord",
@@ -119,6 +132,7 @@ __all__ = [
     "canonical_resource",
     "check_resolution",
     "content_address",
+    "convention_request",
     "jcs_bytes",
     "loads_strict",
     "make_uuid7",

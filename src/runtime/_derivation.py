@@ -23,10 +23,11 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from runtime._backend import PolicyBackend
 from runtime._conditions import ConditionTypeError, strict_equal
 from runtime._errors import EvaluationError
 from runtime._narrowing import NarrowingEscape
-from runtime._policy import Policy, Rule
+from runtime._rule import Rule
 from runtime._scrub import Finding, Scrubber, ScrubLimitExceeded
 from runtime._snapshot import ActionSnapshot
 from runtime._verdict import Effect, RuntimeVerdict
@@ -70,7 +71,7 @@ def safe_reason(exc: BaseException, name: str) -> str:
 
 
 def derive(
-    policy: Policy,
+    policy: PolicyBackend,
     scrubber: Scrubber,
     action: ActionSnapshot,
     now_ns: Callable[[], int],
@@ -79,7 +80,8 @@ def derive(
     """Derive the verdict for one action (see the module docstring for the order).
 
     Args:
-        policy, scrubber: what to decide with.
+        policy, scrubber: what to decide with: any `PolicyBackend` (TOML or Cedar)
+            supplies the matched rules; everything after matching is the same for all.
         action: the action's snapshot.
         now_ns: the monotonic clock, for the stage timer.
         stage_ns: receives ``policy``, ``narrow`` and ``scrub`` durations as each

@@ -13,7 +13,9 @@
     │   │   └── ConditionTypeError(TypeError)  a value of the wrong type for its operator
     │   ├── NarrowingError               a narrowing that cannot be applied to the arguments
     │   │   └── NarrowingEscape          a ``within`` path that leaves its directory
-    │   └── ScrubLimitExceeded(ValueError)  arguments the scrubber cannot finish within its bounds
+    │   ├── ScrubLimitExceeded(ValueError)  arguments the scrubber cannot finish within its bounds
+    │   └── CedarEvaluationError         Cedar could not evaluate the action (a Cedar policy)
+    │       └── CedarValueError          a value of the action Cedar cannot hold exactly
     ├── ApprovalError                    misuse of the approval queue
     │   └── ApprovalStoreError           an approval store that cannot be used (file, lock)
     ├── GuardError(TypeError)            `Gate.guard` misused, or gate args its function cannot take
@@ -44,6 +46,8 @@ __all__ = [
     "ApprovalStoreError",
     "AuditError",
     "CanonicalEncodingError",
+    "CedarEvaluationError",
+    "CedarValueError",
     "ConditionError",
     "ConditionTypeError",
     "EvaluationError",
@@ -256,6 +260,40 @@ class ScrubLimitExceeded(EvaluationError, ValueError):
         else:
             what = f"still uncovers secrets after the scrubber's {limit} redaction rounds"
         super().__init__(f"value {what}; it cannot be scrubbed and must not be used")
+
+
+class CedarEvaluationError(EvaluationError):
+    """Cedar could not evaluate the action: the gate denies it (fail closed).
+
+    Cedar itself skips a policy whose evaluation errs; ghost denies instead, so
+    that an erring ``forbid`` can never let an action through.
+
+    Attributes:
+        rule: the id of the policy that failed, when Cedar names one.
+        problem: a fixed phrase (Cedar's own message is not kept: it can
+            quote argument values).
+    """
+
+    def __init__(self, problem: str, rule: str | None = None) -> None:
+        self.rule = rule
+        self.problem = problem
+        where = f"rule {rule!r}" if rule is not None else "the policy"
+        super().__init__(f"Cedar could not evaluate {where}: {problem}")
+
+
+class CedarValueError(CedarEvaluationError):
+    """A value of the action that Cedar cannot hold exactly (a null, a float, a big int...).
+
+    Attributes:
+        path: where it was, JSONPath-like (``$.limits[0]``; keys that are not
+            identifiers are shown as ``["?"]``).
+        kind: what it is (``"null"``, ``"float"``, ``"int"``, a type name).
+    """
+
+    def __init__(self, path: str, kind: str, problem: str) -> None:
+        self.path = path
+        self.kind = kind
+        super().__init__(f"{path} is a {kind} Cedar cannot represent ({problem})")
 
 
 class ApprovalError(GhostError):

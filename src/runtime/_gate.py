@@ -40,6 +40,7 @@ from runtime._action import Action, Decision
 from runtime._approval import approval_terms
 from runtime._approval_queue import ApprovalQueue
 from runtime._approval_store import ApprovalStore, MemoryApprovalStore, PendingApproval
+from runtime._backend import PolicyBackend
 from runtime._canonical import jcs_bytes, value_sha256
 from runtime._clock import Clock, SystemClock
 from runtime._derivation import Outcome, derive, safe_reason
@@ -47,7 +48,6 @@ from runtime._errors import ActionDenied, ApprovalPending, AuditError
 from runtime._guard import F, ResourceFunction, guard
 from runtime._ids import make_uuid7
 from runtime._logging import get_event_log
-from runtime._policy import Policy
 from runtime._recorded import RecordedText, type_name
 from runtime._scrub import Scrubber
 from runtime._sink import AppendPair, AuditSink, RunStart
@@ -104,7 +104,10 @@ class Gate:
     """The policy-query gate an agent loop calls before each action.
 
     Args:
-        policy: the policy every decision is derived from.
+        policy: the policy every decision is derived from: a `Policy` (TOML) or
+            any other `PolicyBackend` (`CedarPolicy`). Chosen here, once: each
+            check asks that backend for its matching rules, and derives the
+            verdict from them the same way for every backend (ADR 0028).
         sink: where the gate's records go (`audit.McapAuditSink`,
             `audit.MemoryAuditSink`, or any `AuditSink`). Required: an action
             that cannot be audited does not run.
@@ -138,8 +141,8 @@ class Gate:
             held unrecorded (from an earlier run) could not be recorded.
         ValueError: ``max_name_chars`` is not a positive integer, or
             ``approval_poll_s`` is not a positive finite number of seconds.
-        TypeError: ``to_data`` is not callable, ``approvals`` is not an `ApprovalStore`,
-            or ``span_arguments`` is not a bool.
+        TypeError: ``policy`` is not a `PolicyBackend`, ``to_data`` is not callable,
+            ``approvals`` is not an `ApprovalStore`, or ``span_arguments`` is not a bool.
     """
 
     __slots__ = (
@@ -157,7 +160,7 @@ class Gate:
 
     def __init__(
         self,
-        policy: Policy,
+        policy: PolicyBackend,
         *,
         sink: AuditSink,
         clock: Clock | None = None,
@@ -177,6 +180,8 @@ class Gate:
                 f"approval_poll_s must be a number of seconds in (0, {_MAX_POLL_S}],"
                 f" not {approval_poll_s!r}"
             )
+        if not isinstance(policy, PolicyBackend):
+            raise TypeError(f"policy must be a PolicyBackend, not {type_name(policy)}")
         store: ApprovalStore = MemoryApprovalStore() if approvals is None else approvals
         if not isinstance(store, ApprovalStore):
             raise TypeError(f"approvals must be an ApprovalStore, not {type_name(store)}")
@@ -242,7 +247,7 @@ class Gate:
             on_close(self._approvals.close_hook)
 
     @property
-    def policy(self) -> Policy:
+    def policy(self) -> PolicyBackend:
         """The policy this gate enforces."""
         return self._policy
 
