@@ -26,6 +26,7 @@ import structlog
 
 from bench import (
     audit_log,
+    cedar_backend,
     decision,
     fleet,
     gate,
@@ -37,7 +38,18 @@ from bench import (
 )
 from bench._harness import Section, render
 
-MODULES = (decision, throughput, gate, scrub, scrub_peer, audit_log, verify, fleet, long_run)
+MODULES = (
+    decision,
+    cedar_backend,
+    throughput,
+    gate,
+    scrub,
+    scrub_peer,
+    audit_log,
+    verify,
+    fleet,
+    long_run,
+)
 
 
 def main(argv: list[str] | None = None) -> int:
