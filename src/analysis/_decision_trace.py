@@ -471,10 +471,11 @@ def _schema_notes(logged: LoggedRecord) -> tuple[str, ...]:
     Such a record stays in the trace (an altered assessment must count as
     ``broken``, not vanish as ``assessment_missing``), but not silently.
     """
-    from audit import schema_problems
+    from audit import schema_problems, schema_valid
 
     assert logged.record is not None  # only called on records that were read
-    found = schema_problems(logged.record)
+    # schema_valid is sound (ADR 0026): True means schema_problems finds nothing.
+    found = () if schema_valid(logged.record) else schema_problems(logged.record)
     if not found:
         return ()
     note = (

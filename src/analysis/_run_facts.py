@@ -26,9 +26,11 @@ text of its choosing (a newline, a terminal escape) into the report.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final, Protocol, TypeGuard
+
+import orjson
 
 from analysis._json_types import json_type_name
 from analysis._verify_model import IntegrityCheck, RunProblem
@@ -50,6 +52,7 @@ __all__ = [
     "is_sealed",
     "is_uuid",
     "read_facts",
+    "record_label",
     "seal_problems",
     "seals_the_run",
     "shown",
@@ -68,6 +71,8 @@ _UUID: Final = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9
 _MAX_SHOWN_INT: Final = 10**20
 # A record's own message about its canonical form can quote an integer of 4000 digits.
 _MAX_DETAIL: Final = 160
+_dumps = orjson.dumps
+_SORTED: Final = orjson.OPT_SORT_KEYS
 
 
 @dataclass(frozen=True, slots=True)
@@ -122,10 +127,15 @@ class RecordFacts:
     @property
     def label(self) -> str:
         """How another record's problem names this one: ``seq 4 (/decisions, decision <id>)``."""
-        place = f"record #{self.position}" if self.seq is None else f"seq {self.seq}"
-        if self.decision_id is None:
-            return f"{place} ({self.topic})"
-        return f"{place} ({self.topic}, decision {self.decision_id})"
+        return record_label(self.position, self.seq, self.topic, self.decision_id)
+
+
+def record_label(position: int, seq: int | None, topic: str, decision_id: str | None) -> str:
+    """How a problem names a record: ``seq 4 (/decisions, decision <id>)`` (`RecordFacts.label`)."""
+    place = f"record #{position}" if seq is None else f"seq {seq}"
+    if decision_id is None:
+        return f"{place} ({topic})"
+    return f"{place} ({topic}, decision {decision_id})"
 
 
 @dataclass(frozen=True, slots=True)
@@ -175,7 +185,7 @@ def read_facts(
     Returns:
         The record's facts, and the problems with it alone.
     """
-    from audit import schema_problems
+    from audit import schema_problems, schema_valid
 
     record = logged.record
     seq = _integer(record, "seq")
@@ -192,6 +202,8 @@ def read_facts(
     if record is None:
         why = logged.problem or "it is not a JSON object"
         return facts, [facts.problem(IntegrityCheck.JSON, f"the message cannot be read: {why}")]
+    if _well_formed(record, logged, topic_schemas, schema_valid):
+        return facts, []
     problems: list[RunProblem] = []
     found = schema_problems(record)
     if found:
@@ -240,6 +252,27 @@ def read_facts(
             canonical=canonical,
         )
     return facts, problems
+
+
+def _well_formed(
+    record: Mapping[str, Any],
+    logged: LoggedRecord,
+    topic_schemas: Mapping[str, str],
+    schema_valid: Callable[[Mapping[str, Any]], bool],
+) -> bool:
+    """The fast path: a record of its topic's schema, stored in its canonical bytes (ADR 0026).
+
+    `audit.schema_valid` is sound (True: `schema_problems` finds nothing), and
+    a record it accepts is plain, whose canonical bytes are orjson's sorted
+    bytes (ADR 0025); so True here means the checks below find nothing. False
+    only means the precise checks must look.
+    """
+    if record.get("schema") != topic_schemas.get(logged.topic) or not schema_valid(record):
+        return False
+    try:
+        return _dumps(dict(record), option=_SORTED) == logged.data
+    except orjson.JSONEncodeError:
+        return False
 
 
 def seal_problems(seal: Mapping[str, Any], position: int, head: RecordFacts | None) -> list[str]:

@@ -33,9 +33,8 @@ Two `RecordCheck`s (ADR 0013):
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Final
+from collections.abc import Iterable, Iterator
+from typing import TYPE_CHECKING, Final, NamedTuple
 
 from analysis._run_facts import (
     APPROVALS_TOPIC,
@@ -44,8 +43,10 @@ from analysis._run_facts import (
     RUN_TOPIC,
     RecordFacts,
     RunEnd,
+    record_label,
     shown,
 )
+from analysis._spilled_map import SpilledMap
 from analysis._verify_model import IntegrityCheck, RunProblem
 from runtime import RuntimeVerdict
 
@@ -58,34 +59,86 @@ __all__ = ["DecisionLinkCheck", "PolicyAttachmentCheck"]
 _SHARED_FIELDS: Final = ("policy_id", "policy_sha256", "trace_id", "span_id")
 _VERDICTS: Final = frozenset(verdict.value for verdict in RuntimeVerdict)
 _MAX_NAME: Final = 60
+# What the link check keeps in memory before it spills (ADR 0026): entries per map, and
+# the Bloom filter's bits (8 MiB for decisions, which every run has; 1 MiB for the rest).
+_MEMORY_ENTRIES = 32_768
+_FILTER_BITS = 2**26
+_SMALL_FILTER_BITS = 2**23
 
 
-@dataclass(frozen=True, slots=True)
-class _Decided:
+class _Decided(NamedTuple):
     """What later records need of a decision: where it is, its address, its verdict."""
 
-    label: str
+    position: int
+    seq: int | None
+    decision_id: str
     address: str
     verdict: object
 
+    @property
+    def label(self) -> str:
+        return record_label(self.position, self.seq, DECISIONS_TOPIC, self.decision_id)
+
+
+class _Assessed(NamedTuple):
+    """What a decision needs of its assessment, held (or spilled) until the decision comes."""
+
+    position: int
+    seq: int | None
+    decision_id: str
+    record_sha256: str
+    address: str
+    shared: tuple[object, ...]  # the values of _SHARED_FIELDS
+
+    @property
+    def label(self) -> str:
+        return record_label(self.position, self.seq, ASSESSMENTS_TOPIC, self.decision_id)
+
+    def problem(self, check: IntegrityCheck, message: str) -> RunProblem:
+        return RunProblem(
+            check=check,
+            message=message,
+            position=self.position,
+            seq=self.seq,
+            topic=ASSESSMENTS_TOPIC,
+            decision_id=self.decision_id,
+            record_sha256=self.record_sha256,
+        )
+
 
 class DecisionLinkCheck:
-    """Assessments, decisions and approvals pair up by id and content address."""
+    """Assessments, decisions and approvals pair up by id and content address.
 
-    __slots__ = ("_approved", "_decided", "_open", "_open_by_address", "_run_id")
+    What it remembers across records is keyed by decision id or address, in
+    `SpilledMap`s: a bounded number in memory, the rest on disk (ADR 0026).
+    Call `finish` (or `close`) to drop the disk copy.
+    """
+
+    __slots__ = ("_approved", "_decided", "_final_open", "_open", "_open_by_address", "_run_id")
 
     def __init__(self) -> None:
         self._run_id: object = None  # this run's id, from its /run record
         # Assessments waiting for their decision: decision_id -> the assessment.
-        self._open: dict[str, RecordFacts] = {}
-        self._open_by_address: dict[str, str] = {}
-        self._decided: dict[str, _Decided] = {}
-        self._approved: dict[str, str] = {}
+        entries, small = _MEMORY_ENTRIES, _SMALL_FILTER_BITS
+        self._open: SpilledMap[_Assessed] = SpilledMap(memory_entries=entries, filter_bits=small)
+        self._open_by_address: SpilledMap[str] = SpilledMap(
+            memory_entries=entries, filter_bits=small
+        )
+        self._decided: SpilledMap[_Decided] = SpilledMap(
+            memory_entries=entries, filter_bits=_FILTER_BITS
+        )
+        self._approved: SpilledMap[str] = SpilledMap(memory_entries=entries, filter_bits=small)
+        self._final_open: int | None = None
 
     @property
     def open_assessments(self) -> int:
-        """Assessments read so far that no decision has claimed."""
-        return len(self._open)
+        """Assessments read so far that no decision has claimed (at `finish`, those left)."""
+        return len(self._open) if self._final_open is None else self._final_open
+
+    def close(self) -> None:
+        """Drop what is held, on disk too (`finish` does this)."""
+        for held in (self._open, self._open_by_address, self._decided, self._approved):
+            held.close()
 
     def visit(self, facts: RecordFacts) -> Iterable[RunProblem]:
         if facts.position == 0 and facts.topic == RUN_TOPIC:
@@ -119,8 +172,14 @@ class DecisionLinkCheck:
                     " a gate logs one",
                 )
             ]
-        self._open[decision_id] = facts
-        self._open_by_address[facts.address] = decision_id
+        shared = tuple(facts.field(name) for name in _SHARED_FIELDS)
+        self._open.add(
+            decision_id,
+            _Assessed(
+                facts.position, facts.seq, decision_id, facts.logged.sha256, facts.address, shared
+            ),
+        )
+        self._open_by_address.put(facts.address, decision_id)
         return []
 
     def _decision(self, facts: RecordFacts, decision_id: str) -> list[RunProblem]:
@@ -132,10 +191,13 @@ class DecisionLinkCheck:
                     f"a second decision with this decision_id (the first is {earlier.label})",
                 )
             ]
-        self._decided[decision_id] = _Decided(facts.label, facts.address, facts.field("verdict"))
-        assessment = self._open.pop(decision_id, None)
+        self._decided.add(
+            decision_id,
+            _Decided(facts.position, facts.seq, decision_id, facts.address, facts.field("verdict")),
+        )
+        assessment = self._open.pop(decision_id)
         if assessment is not None:
-            del self._open_by_address[assessment.address]
+            self._open_by_address.pop(assessment.address)
         claim = facts.field("assessment_sha256")
         problems: list[RunProblem] = []
         if claim is None:
@@ -169,7 +231,9 @@ class DecisionLinkCheck:
             )
         if assessment is not None:
             differing = [
-                name for name in _SHARED_FIELDS if facts.field(name) != assessment.field(name)
+                name
+                for name, theirs in zip(_SHARED_FIELDS, assessment.shared, strict=True)
+                if facts.field(name) != theirs
             ]
             if differing:
                 problems.append(
@@ -249,20 +313,23 @@ class DecisionLinkCheck:
                     f"a second approval for this decision (the first is {first})",
                 )
             ]
-        self._approved[decision_id] = facts.label
+        self._approved.add(decision_id, facts.label)
         return []
 
     def finish(self, end: RunEnd) -> Iterable[RunProblem]:
-        if end.truncated and not end.sealed:
-            return ()  # a crash can catch an assessment before its decision is written
-        return tuple(
-            assessment.problem(
-                IntegrityCheck.LINKS,
-                "no decision claims this assessment, yet the run was closed: its decision"
-                " was removed",
-            )
-            for assessment in self._open.values()
-        )
+        self._final_open = len(self._open)
+        return self._unclaimed(closed=not (end.truncated and not end.sealed))
+
+    def _unclaimed(self, *, closed: bool) -> Iterator[RunProblem]:
+        # A generator, not a tuple: a crafted run may leave millions unclaimed.
+        if closed:  # a crash can catch an assessment before its decision is written
+            for assessment in self._open.values():
+                yield assessment.problem(
+                    IntegrityCheck.LINKS,
+                    "no decision claims this assessment, yet the run was closed: its decision"
+                    " was removed",
+                )
+        self.close()
 
 
 class PolicyAttachmentCheck:

@@ -23,6 +23,7 @@ from audit._checkpoint import (
     make_checkpoint_note,
     parse_checkpoint_note,
 )
+from audit._compiled_schemas import schema_valid
 from audit._errors import KeyFileError, LogFormatError, NoteError, ProofError
 from audit._mcap_sink import McapAuditSink
 from audit._memory_sink import AuditEntry, MemoryAuditSink
@@ -145,6 +146,7 @@ __all__ = [
     "parse_proof",
     "read_run",
     "schema_problems",
+    "schema_valid",
     "tree_root",
     "verify_consistency",
     "verify_inclusion",

@@ -26,7 +26,7 @@ from typing import Any, Final
 
 from audit._schemas import SCHEMAS
 
-__all__ = ["SUPPORTED_KEYWORDS", "schema_problems"]
+__all__ = ["SUPPORTED_KEYWORDS", "compiled_pattern", "schema_problems"]
 
 SUPPORTED_KEYWORDS: Final = frozenset(
     {
@@ -89,7 +89,8 @@ def _type_matches(value: object, name: str) -> bool:
 
 
 @cache
-def _compiled(pattern: str) -> re.Pattern[str]:
+def compiled_pattern(pattern: str) -> re.Pattern[str]:
+    """Return a schema ``pattern`` compiled as ECMA-262 reads it (a closing ``$`` as ``\\Z``)."""
     if pattern.endswith("$") and not pattern.endswith("\\$"):
         pattern = pattern[:-1] + "\\Z"
     return re.compile(pattern)
@@ -134,7 +135,7 @@ def _check(value: object, schema: Mapping[str, Any], path: str, problems: list[s
     if (
         isinstance(value, str)
         and "pattern" in schema
-        and not _compiled(schema["pattern"]).search(value)
+        and not compiled_pattern(schema["pattern"]).search(value)
     ):
         problems.append(f"{path}: does not match the pattern {schema['pattern']}")
     if isinstance(value, int) and not isinstance(value, bool):
