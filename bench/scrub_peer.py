@@ -169,7 +169,7 @@ def _occurrences(text: str, value: str, low: int, high: int) -> list[tuple[int, 
 
 def _peer() -> tuple[Callable[[str], list[tuple[int, str]]], Any]:
     """detect-secrets' file scan with its default settings, and the settings' context."""
-    from detect_secrets import SecretsCollection
+    from detect_secrets.core.secrets_collection import SecretsCollection
     from detect_secrets.settings import default_settings
 
     def scan(path: str) -> list[tuple[int, str]]:
