@@ -183,3 +183,12 @@ def test_every_example_is_run_by_a_test() -> None:
         name = entry.stem if entry.is_file() else entry.name
         quoted = f'"examples" / "{entry.name}"'
         assert quoted in tests or f"examples/{entry.name}" in tests, name
+
+
+def test_the_readme_links_are_absolute() -> None:
+    # The README is the package's page on the index too, where relative links break.
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    targets = re.findall(r"\]\(([^)\s]+)\)", text)
+    assert targets
+    relative = [t for t in targets if not t.startswith(("https://", "#"))]
+    assert relative == []
