@@ -35,7 +35,7 @@ test: lint
 # The CLI reference is generated from argparse first; make test checks it is current.
 docs: $(VENV)/.installed-test
 	$(BIN)/python -m tools.cli_reference --write docs/cli.md
-	$(BIN)/mkdocs build --strict --site-dir site
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --site-dir site
 
 $(VENV)/.installed-bench: pyproject.toml | $(BIN)/python
 	$(BIN)/python -m pip install --quiet -e '.[test,dev,bench]'
