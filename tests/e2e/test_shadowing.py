@@ -141,3 +141,26 @@ def test_an_already_imported_ghost_package_passes_and_a_foreign_one_fails(
     with pytest.raises(ShadowedPackageError) as missing:
         require_ghost_package("runtime")
     assert missing.value.found == "nothing"
+
+
+def test_a_namespace_package_or_a_single_file_is_never_ghosts(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    from audit._shadow import ShadowedPackageError, require_ghost_package
+
+    first, second = tmp_path / "a", tmp_path / "b"
+    (first / "runtime").mkdir(parents=True)  # no __init__.py: namespace portions
+    (second / "runtime").mkdir(parents=True)
+    monkeypatch.delitem(sys.modules, "runtime")
+    monkeypatch.setattr(sys, "path", [str(first), str(second)])
+    with pytest.raises(ShadowedPackageError) as spread:
+        require_ghost_package("runtime")
+    assert spread.value.found == f"{first / 'runtime'}, {second / 'runtime'}"
+    single = tmp_path / "c"
+    single.mkdir()
+    (single / "runtime.py").write_text(FAKE_BODY)
+    monkeypatch.setattr(sys, "path", [str(single)])
+    with pytest.raises(ShadowedPackageError) as module:
+        require_ghost_package("runtime")
+    assert module.value.found == str(single / "runtime.py")
+    assert "runtime" not in sys.modules  # found, never imported
