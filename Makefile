@@ -5,7 +5,7 @@ PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 
-.PHONY: demo test lint bench mutation clean
+.PHONY: demo test lint docs bench mutation clean
 
 $(BIN)/python:
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "ghost needs Python 3.11 or newer: set PYTHON=python3.11 (or newer)")'
@@ -17,7 +17,7 @@ $(VENV)/.installed: pyproject.toml | $(BIN)/python
 	@touch $@
 
 $(VENV)/.installed-test: pyproject.toml | $(BIN)/python
-	$(BIN)/python -m pip install --quiet -e '.[test]'
+	$(BIN)/python -m pip install --quiet -e '.[test,dev]'
 	@touch $@ $(VENV)/.installed
 
 demo: $(VENV)/.installed
@@ -31,15 +31,21 @@ lint: $(VENV)/.installed-test
 test: lint
 	$(BIN)/python -m pytest
 
+# The documentation site (ADR 0029), built in strict mode: a warning is an error.
+# The CLI reference is generated from argparse first; make test checks it is current.
+docs: $(VENV)/.installed-test
+	$(BIN)/python -m tools.cli_reference --write docs/cli.md
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --site-dir site
+
 $(VENV)/.installed-bench: pyproject.toml | $(BIN)/python
-	$(BIN)/python -m pip install --quiet -e '.[test,bench]'
+	$(BIN)/python -m pip install --quiet -e '.[test,dev,bench]'
 	@touch $@ $(VENV)/.installed $(VENV)/.installed-test
 
 bench: $(VENV)/.installed-bench
 	$(BIN)/python -m bench.run
 
 $(VENV)/.installed-mutation: pyproject.toml | $(BIN)/python
-	$(BIN)/python -m pip install --quiet -e '.[test,mutation]'
+	$(BIN)/python -m pip install --quiet -e '.[test,dev,mutation]'
 	@touch $@ $(VENV)/.installed $(VENV)/.installed-test
 
 # Mutation testing of the contract-critical modules (ADR 0014; results in docs/mutation.md).
@@ -50,4 +56,4 @@ mutation: $(VENV)/.installed-mutation
 	$(BIN)/python -m tools.mutation --jobs $(MUTATION_JOBS) --fail-under 90 --require-reasons $(MUTATION_ARGS)
 
 clean:
-	rm -rf $(VENV) runs .mypy_cache .pytest_cache .ruff_cache .hypothesis
+	rm -rf $(VENV) runs site .mypy_cache .pytest_cache .ruff_cache .hypothesis

@@ -16,7 +16,16 @@ run as Parquet tables (``analysis._export_schema`` declares them) and `verify_fl
 used). The ``ghost`` command line lives in ``analysis._cli``.
 """
 
+# ruff: noqa: E402 -- the package's imports run after the shadowing check, on purpose
+
 from __future__ import annotations
+
+from analysis import _shadow
+
+# Before the first import of audit or runtime (the `ghost` command included): a foreign
+# module of either name must fail here, by name (ADR 0029).
+_shadow.require_ghost_package("runtime")
+_shadow.require_ghost_package("audit")
 
 from analysis._analyze import RunAnalysis, analyze_run
 from analysis._decision_trace import build_decision_trace_report, verify_decision_chain
@@ -46,6 +55,10 @@ from analysis._verify_model import (
     RunVerification,
     SignatureCheck,
 )
+from runtime import _version
+
+__version__ = _version.SDK_VERSION
+"""The installed ghost-sdk version; one source, the distribution's metadata (runtime._version)."""
 
 __all__ = [
     "ANALYSIS_VERSION",

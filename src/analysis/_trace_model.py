@@ -248,8 +248,8 @@ class DecisionTraceReport:
         source_mcap_sha256: SHA-256 hex of the whole MCAP file read
             (``sha256sum run.mcap`` gives the same).
         total_decisions: number of readable ``/decisions`` records.
-        verified_count, broken_count, assessment_missing_count,
-        no_assessment_claimed_count: records per `ChainStatus`.
+        verified_count, broken_count, assessment_missing_count, no_assessment_claimed_count:
+            records per `ChainStatus`.
         per_decision_kind_counts: records per verdict (only verdicts that occur).
         per_policy_id_counts: records per ``policy_id``.
         timestamp_first_ns, timestamp_last_ns: earliest and latest decision

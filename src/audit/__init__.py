@@ -13,7 +13,14 @@ functions here are what the verifier and the prover check a log with.
 checks such a proof without the run.
 """
 
+# ruff: noqa: E402 -- the package's imports run after the shadowing check, on purpose
+
 from __future__ import annotations
+
+from audit import _shadow
+
+# Before the first import of runtime: a foreign `runtime` must fail here, by name (ADR 0029).
+_shadow.require_ghost_package("runtime")
 
 from audit._chain import Durability
 from audit._checkpoint import (
@@ -83,6 +90,10 @@ from audit._signing import (
     load_public_key,
 )
 from audit._validate import schema_problems
+from runtime import _version
+
+__version__ = _version.SDK_VERSION
+"""The installed ghost-sdk version; one source, the distribution's metadata (runtime._version)."""
 
 __all__ = [
     "DEFAULT_LIMITS",

@@ -74,6 +74,9 @@ from runtime._traceparent import TraceParent, parse_traceparent, parse_tracestat
 from runtime._verdict import Effect, RuntimeVerdict
 from runtime._version import SDK_VERSION
 
+__version__ = SDK_VERSION
+"""The installed ghost-sdk version (one source: the distribution's metadata)."""
+
 __all__ = [
     "CEDAR_MEDIA_TYPE",
     "SDK_VERSION",

@@ -278,7 +278,7 @@ class ApprovalQueue:
         thread hop per interval, not a thousand store reads.
 
         Raises:
-            as `wait`.
+            TimeoutError, ApprovalError, TypeError, ValueError, AuditError: as `wait`.
         """
         limit_ns = wait_limit_ns(timeout_s)
         check_decision_id(decision_id)

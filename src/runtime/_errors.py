@@ -218,8 +218,8 @@ class NarrowingEscape(NarrowingError):
     """An argument that a ``within`` narrowing cannot confine under its directory.
 
     Attributes:
-        prefix: the directory the rule confines the argument to (policy data).
-        (and those of `NarrowingError`; ``kind`` is ``"within"``)
+        prefix: the directory the rule confines the argument to (policy data);
+            the other attributes are those of `NarrowingError` (``kind`` is ``"within"``).
     """
 
     def __init__(self, rule: str, path: str, prefix: str, problem: str) -> None:

@@ -203,7 +203,8 @@ def resolve_held(gate: Gate, decision: Decision, *, approve: bool, approver: str
     """`resolve_approval`, then judge the call with its held arguments (`approved`).
 
     Raises:
-        as `resolve_approval`.
+        ApprovalError: as `resolve_approval`.
+        AuditError: as `resolve_approval`.
     """
     return approved(
         gate, decision, resolve_approval(gate, decision, approve=approve, approver=approver)
