@@ -27,7 +27,7 @@ does not grow with the run.
 from __future__ import annotations
 
 import hashlib
-import os
+import json
 import random
 import subprocess
 import sys
@@ -126,19 +126,33 @@ def write_long_run(path: Path, decisions: int, *, seed: int = 0) -> None:
             )
 
 
+# Run by a fresh interpreter, the launcher forks the measured command: Linux counts the
+# memory a child inherits at fork in its ru_maxrss, and by the time `make bench` gets here
+# its own process is large (every other module ran in it), the launcher is not.
+_LAUNCHER: Final = """
+import json, os, subprocess, sys, time
+out, err, report, *command = sys.argv[1:]
+with open(out, "wb") as stdout, open(err, "wb") as stderr:
+    started = time.perf_counter()
+    process = subprocess.Popen(command, stdout=stdout, stderr=stderr)
+    _, status, usage = os.wait4(process.pid, 0)
+    elapsed = time.perf_counter() - started
+with open(report, "w") as file:
+    json.dump([elapsed, usage.ru_maxrss * 1024, os.waitstatus_to_exitcode(status)], file)
+"""
+
+
 def _measure(command: Sequence[str | Path], output: Path) -> tuple[float, int]:
     """Run ``command`` (stdout to ``output``); return its wall seconds and peak resident bytes."""
-    errors = output.with_suffix(".err")
-    started = time.perf_counter()
-    # Both streams to files: a pipe that fills up would stall the child while we wait.
-    with output.open("wb") as stdout, errors.open("wb") as stderr:
-        process = subprocess.Popen(list(command), stdout=stdout, stderr=stderr)  # noqa: S603
-        _, status, usage = os.wait4(process.pid, 0)
-    elapsed = time.perf_counter() - started
-    code = process.returncode = os.waitstatus_to_exitcode(status)
+    errors, report = output.with_suffix(".err"), output.with_suffix(".rusage.json")
+    # Both streams to files: a pipe that fills up would stall the child while it waits.
+    subprocess.run(  # noqa: S603 - this interpreter, no shell
+        [sys.executable, "-c", _LAUNCHER, output, errors, report, *command], check=True
+    )
+    elapsed, peak, code = json.loads(report.read_text())
     if code != 0:
         raise RuntimeError(f"{command} exited {code}: {errors.read_text(errors='replace')}")
-    return elapsed, usage.ru_maxrss * 1024  # Linux reports KiB
+    return float(elapsed), int(peak)  # bytes: the launcher converts ru_maxrss from KiB
 
 
 _TIME_TARGET: Final = 1.5  # times the floor (issue 10, P4)
