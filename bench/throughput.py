@@ -220,6 +220,20 @@ def run(*, quick: bool = False, decisions: int | None = None) -> list[Section]:
                     "`make bench` runs 100,000 decisions per mode (2,000 for `fsync`);"
                     " `python -m bench.throughput --decisions 1000000` runs the issue's million."
                 ),
+                (
+                    "What bounds it: the floor writes two ready records; a decision also"
+                    " snapshots the action, matches the policy, scrubs the arguments, mints ids,"
+                    " starts a span and frames a chunk with the `mcap` library (see the P1"
+                    " budget: each of those parts alone costs more than the whole floor)."
+                    " Reaching 0.6× would take the gate's inner loop and the record framing in"
+                    " a compiled extension (ADR 0025's addendum)."
+                ),
+                (
+                    "`process` and `fsync` finish one chunk per decision, and the `mcap` writer"
+                    " keeps each chunk's index (~560 B) until `close` writes the summary: a"
+                    " million decisions held 804 MiB in `process` mode here, 59 MiB in `chunk`"
+                    " mode (measured once with `--decisions 1000000`; ADR 0025)."
+                ),
             ),
         )
     ]
