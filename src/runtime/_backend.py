@@ -87,3 +87,28 @@ class PolicyBackend(Protocol):
                 names only, never an argument value.
         """
         ...  # pragma: no cover - protocol
+
+
+class SealedPolicy:
+    """What `Policy` and `CedarPolicy` share: each field set once, at construction, then never.
+
+    A policy is decided with for the life of a gate and hashed into every
+    record, so nothing may rebind a field after ``__init__`` has set it.
+    """
+
+    __slots__ = ()
+
+    policy_id: str
+    policy_sha256: str
+    rules: tuple[Rule, ...]
+
+    def __setattr__(self, name: str, value: object) -> None:
+        if hasattr(self, name):
+            raise AttributeError(f"{type(self).__name__} is immutable: cannot set {name!r}")
+        object.__setattr__(self, name, value)
+
+    def __repr__(self) -> str:
+        return (
+            f"{type(self).__name__}(policy_id={self.policy_id!r}, rules={len(self.rules)},"
+            f" policy_sha256={self.policy_sha256[:12]}...)"
+        )

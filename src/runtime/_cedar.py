@@ -43,6 +43,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Final
 
+from runtime._backend import SealedPolicy
 from runtime._canonical import sha256_hex, value_sha256
 from runtime._cedar_request import CedarMapping, convention_request, encode_request
 from runtime._errors import CanonicalEncodingError, CedarEvaluationError, PolicyError
@@ -84,7 +85,7 @@ def _cedarpy(origin: str) -> Any:
         ) from None
 
 
-class CedarPolicy:
+class CedarPolicy(SealedPolicy):
     """A Cedar policy set as a ghost policy backend. Build it with `from_file` or `from_str`.
 
     Attributes:
@@ -178,17 +179,6 @@ class CedarPolicy:
         self.source_name = source_name
         self.source_media_type = CEDAR_MEDIA_TYPE
         self.source_sha256 = sha256_hex(self.source)
-
-    def __setattr__(self, name: str, value: object) -> None:
-        if hasattr(self, name):
-            raise AttributeError(f"CedarPolicy is immutable: cannot set {name!r}")
-        object.__setattr__(self, name, value)
-
-    def __repr__(self) -> str:
-        return (
-            f"CedarPolicy(policy_id={self.policy_id!r}, rules={len(self.rules)},"
-            f" policy_sha256={self.policy_sha256[:12]}...)"
-        )
 
     @classmethod
     def from_file(

@@ -16,6 +16,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from runtime._backend import SealedPolicy
 from runtime._canonical import jcs_bytes, sha256_hex, value_sha256
 from runtime._errors import CanonicalEncodingError, PolicyError
 from runtime._frozen import plain_copy
@@ -28,7 +29,7 @@ from runtime._verdict import Effect
 __all__ = ["ApprovalSpec", "Policy", "Rule", "ScrubSettings"]
 
 
-class Policy:
+class Policy(SealedPolicy):
     """An immutable, validated policy. Build it with `from_toml` or `from_dict`.
 
     Attributes:
@@ -84,17 +85,6 @@ class Policy:
         self.source_sha256 = sha256_hex(self.source)
         # Indexed once, so that a check only asks the rules that can match it.
         self._index = RuleIndex(self.rules)
-
-    def __setattr__(self, name: str, value: object) -> None:
-        if hasattr(self, name):
-            raise AttributeError(f"Policy is immutable: cannot set {name!r}")
-        object.__setattr__(self, name, value)
-
-    def __repr__(self) -> str:
-        return (
-            f"Policy(policy_id={self.policy_id!r}, rules={len(self.rules)},"
-            f" policy_sha256={self.policy_sha256[:12]}...)"
-        )
 
     @classmethod
     def from_toml(cls, path: str | Path) -> Policy:
