@@ -115,7 +115,12 @@ class Agent:
         )
 
 
-def build_agent(node: ToolNode, tools: Tools, script: Iterator[AIMessage]) -> Agent:
+def build_agent(
+    node: ToolNode,
+    tools: Tools,
+    script: Iterator[AIMessage],
+    checkpointer: InMemorySaver | None = None,
+) -> Agent:
     """The agent loop around ``node`` (a gated ToolNode), with ``script`` as the model."""
     model = GenericFakeChatModel(messages=script)
     seen: list[list[BaseMessage]] = []
@@ -130,7 +135,7 @@ def build_agent(node: ToolNode, tools: Tools, script: Iterator[AIMessage]) -> Ag
     builder.add_edge(START, "agent")
     builder.add_conditional_edges("agent", tools_condition)
     builder.add_edge("tools", "agent")
-    graph = builder.compile(checkpointer=InMemorySaver(), name="shop")
+    graph = builder.compile(checkpointer=checkpointer or InMemorySaver(), name="shop")
     return Agent(graph, seen, tools)
 
 

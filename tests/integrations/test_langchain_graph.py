@@ -6,11 +6,14 @@ shown afterwards, and that the MCAP run verifies with every chain intact.
 
 from __future__ import annotations
 
+import asyncio
+import threading
 from pathlib import Path
 from typing import Any
 
 import pytest
 from langchain_core.messages import ToolMessage
+from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.types import Command
 
 from analysis import verify_run
@@ -366,8 +369,6 @@ def test_parallel_held_calls_are_answered_by_decision_id_each_with_its_own_answe
     agent, sink = parallel_refunds(tmp_path)
 
     def invoke(value: Any) -> dict[str, Any]:
-        if mode == "sync":
-            return agent.graph.invoke(value, CONFIG)
         return asyncio.run(agent.graph.ainvoke(value, CONFIG))
 
     answered: dict[str, bool] = {}
@@ -409,3 +410,96 @@ def test_a_plain_answer_never_runs_a_parallel_call_other_than_the_one_shown(
                 Command(resume={"approved": approve, "approver": "alice"}), CONFIG
             )
     assert ("refund", {"order": "B", "amount": 5000}) not in agent.tools.received
+
+
+class _RefundAWaitsForRelease(Tools):
+    """Refund A says when it has started, then blocks until the test releases it."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.started = threading.Event()
+        self.release = threading.Event()
+
+    def refund(self, order: str, amount: int) -> str:
+        if order == "A":
+            self.started.set()
+            # Bounded, so the failure this test guards against shows as A running twice
+            # instead of hanging the suite.
+            self.release.wait(timeout=20)
+        return super().refund(order, amount)
+
+
+class _SaverThatEndsARunLate(InMemorySaver):
+    """Holds back the write of an interrupt until ``wait_for`` is set (when armed).
+
+    LangGraph ends a run on an interrupt only after writing it: holding that write
+    until refund A's tool has started makes "the run ends while A runs" certain
+    instead of a matter of scheduling.
+    """
+
+    wait_for: threading.Event | None = None
+
+    async def aput_writes(
+        self, config: Any, writes: Any, task_id: str, task_path: str = ""
+    ) -> None:
+        armed = self.wait_for
+        if armed is not None and any(channel == "__interrupt__" for channel, _ in writes):
+            await asyncio.to_thread(armed.wait, 20)
+        await super().aput_writes(config, writes, task_id, task_path)
+
+
+def test_an_approved_async_call_still_running_when_its_graph_run_ends_runs_once(
+    tmp_path: Path,
+) -> None:
+    # A and B are held; A is answered first, so the re-run runs A while B interrupts
+    # again, and that graph run (its own asyncio.run) ends while A's tool is running.
+    # Tearing the loop down must not cut A off: its outcome would be lost and the next
+    # run would run it a second time (or a cancellation before the tool thread started
+    # would run it never).
+    tools = _RefundAWaitsForRelease()
+    saver = _SaverThatEndsARunLate()
+    sink = McapAuditSink(tmp_path / "run.mcap")
+    tool_gate = ToolGate(make_gate(sink), agent="shop")
+    script = turns(
+        [
+            call("refund", {"order": "A", "amount": 30}, "c-a"),
+            call("refund", {"order": "B", "amount": 5000}, "c-b"),
+        ]
+    )
+    agent = build_agent(tool_gate.tool_node(tools.all()), tools, script, checkpointer=saver)
+
+    def invoke(value: Any) -> dict[str, Any]:
+        return asyncio.run(agent.graph.ainvoke(value, CONFIG))
+
+    def resume(decision_id: str, *, approved: bool) -> Command[Any]:
+        return Command(
+            resume={"approved": approved, "approver": "alice", "decision_id": decision_id}
+        )
+
+    with sink:
+        state = invoke({"messages": []})
+        # Both calls are held; which interrupt the run shows is a race, so find A and B
+        # among the pending decisions (a resume value names the decision it answers).
+        shown = state["__interrupt__"][0].value
+        others = [p.decision_id for p in tool_gate.gate.approvals.pending()]
+        assert len(others) == 2
+        assert shown["decision_id"] in others
+        other = next(d for d in others if d != shown["decision_id"])
+        a, b = (
+            (shown["decision_id"], other)
+            if shown["args"]["order"] == "A"
+            else (other, shown["decision_id"])
+        )
+        saver.wait_for = tools.started
+        state = invoke(resume(a, approved=True))
+        saver.wait_for = None
+        assert tools.started.is_set()  # the run ended on B's interrupt with A's tool running
+        assert state["__interrupt__"][0].value["decision_id"] == b
+        tools.release.set()
+        state = invoke(resume(b, approved=False))
+    assert "__interrupt__" not in state
+    assert tools.received == [("refund", {"order": "A", "amount": 30})]
+    shown_results = tool_messages(agent)
+    assert shown_results["c-a"].content == "refunded 30 on A"
+    assert "rejected by alice" in str(shown_results["c-b"].content)
+    assert_intact(tmp_path / "run.mcap")

@@ -19,8 +19,10 @@ nobody approved.
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import threading
 from collections.abc import Coroutine, Mapping
+from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import Any, Final, TypeVar
 
@@ -121,7 +123,7 @@ class HeldCalls:
         self._held: dict[HoldKey, Held] = {}
         self._tasks: dict[tuple[str, str], set[str]] = {}
         self._answered: dict[HoldKey, _Answered] = {}
-        self._running: dict[HoldKey, asyncio.Task[Any]] = {}
+        self._running: dict[HoldKey, Future[Any]] = {}
 
     def find(self, key: HoldKey, tool_input: object) -> Held | None:
         """What is held for ``key``, if the call there has the same input."""
@@ -151,27 +153,45 @@ class HeldCalls:
             while len(self._answered) > _MAX_HELD:
                 del self._answered[next(iter(self._answered))]
 
-    def start(self, key: HoldKey, work: Coroutine[Any, Any, ResultT]) -> asyncio.Task[ResultT]:
-        """Run ``work`` (an answered call's tool) as a task the re-run of its node can await."""
-        task = asyncio.ensure_future(work)
+    def start(self, key: HoldKey, work: Coroutine[Any, Any, ResultT]) -> Future[ResultT]:
+        """Run ``work`` (an answered call's tool) to its end in a thread of its own.
+
+        Not a task on the caller's loop: each ``graph.ainvoke`` under
+        ``asyncio.run`` has a loop of its own, and when another call of the step
+        interrupts, that run ends and its loop's teardown cancels every task left
+        on it — a tool already running in an executor thread would finish with
+        its outcome lost (and run again on the next run), one not yet started
+        would never run. Here ``work`` runs on a loop that nothing but its own end
+        closes, in the caller's context (LangGraph's config lives in
+        contextvars), and records its outcome (`answered`) before the returned
+        future is done. The future cannot be cancelled: awaiting it and giving
+        up leaves the call running.
+        """
+        done: Future[ResultT] = Future()
+        done.set_running_or_notify_cancel()  # from here on, cancel() is refused
+        context = contextvars.copy_context()
+
+        def run() -> None:
+            try:
+                result = context.run(asyncio.run, work)
+            except BaseException as exc:  # noqa: BLE001 - handed to whoever awaits the call
+                done.set_exception(exc)
+            else:
+                done.set_result(result)
+            finally:
+                with self._lock:
+                    if self._running.get(key) is done:
+                        del self._running[key]
+
         with self._lock:
-            self._running[key] = task
+            self._running[key] = done
+        threading.Thread(target=run, name="ghost-answered-call", daemon=True).start()
+        return done
 
-        def done(finished: asyncio.Task[ResultT]) -> None:
-            with self._lock:
-                if self._running.get(key) is finished:
-                    del self._running[key]
-
-        task.add_done_callback(done)
-        return task
-
-    def running(self, key: HoldKey) -> asyncio.Task[Any] | None:
-        """The task still running the tool of the answered call at ``key`` on this loop, or None."""
+    def running(self, key: HoldKey) -> Future[Any] | None:
+        """The future of the answered call at ``key`` whose tool is still running, or None."""
         with self._lock:
-            task = self._running.get(key)
-        if task is None or task.done() or task.get_loop() is not asyncio.get_running_loop():
-            return None
-        return task
+            return self._running.get(key)
 
     def outcome(self, key: HoldKey, tool_input: object) -> tuple[bool, object]:
         """``(True, outcome)`` of the answered call at ``key`` else ``(False, None)``."""

@@ -229,10 +229,11 @@ class ToolGate:
     ) -> _ResultT:
         """The asyncio twin of `run_call` (``run`` is awaited).
 
-        An answered held call runs in a task of its own, shielded: a run of the
-        graph cancelled meanwhile (another call of the step interrupted it) does
-        not stop it halfway, and the node's re-run on the same loop awaits that
-        task rather than running the tool again.
+        An answered held call runs to its end in a thread of its own
+        (`HeldCalls.start`): a run of the graph that ends meanwhile (another call
+        of the step interrupted it, and ``asyncio.run`` tore its loop down) does
+        not stop it halfway, and the node's re-run, on whatever loop, awaits its
+        outcome rather than running the tool again.
         """
         key = hold_key(config, tool_call_id, tool_name)
         if key is not None:
@@ -241,7 +242,7 @@ class ToolGate:
                 return cast(_ResultT, result)
             running = self._held.running(key)
             if running is not None:
-                return cast(_ResultT, await asyncio.shield(running))
+                return cast(_ResultT, await asyncio.wrap_future(running))
         call = await self._ajudge(key, tool_name, tool_input, tool_call_id, config)
         if key is None or call.decision.verdict is not RuntimeVerdict.PENDING:
             return refuse(call) if call.args is None else await run(call.args)
@@ -252,7 +253,7 @@ class ToolGate:
             self._held.answered(held_at, tool_input, outcome)
             return outcome
 
-        return await asyncio.shield(self._held.start(held_at, finish()))
+        return await asyncio.wrap_future(self._held.start(held_at, finish()))
 
     # -- the ToolNode hooks -----------------------------------------------------------------
 
