@@ -3,7 +3,7 @@
 ::
 
     ghost fleet verify PATHS_OR_GLOBS... [--engine local|ray] [--workers N]
-                       [--address ADDR] [--json OUT]
+                       [--address ADDR] [--connect-timeout-s S] [--json OUT]
     ghost fleet query OUT_DIR "SQL" [--json]
     ghost fleet summary OUT_DIR [--json]
 
@@ -12,8 +12,10 @@ each failing run its problems and its summary line, then one line of
 counts. Exit 0 only when every run is intact and sealed; else 3 if any is
 tampered, else 4 if any is truncated, else 1 (a file that cannot be read,
 as ``ghost verify`` exits for it alone); 2 usage (no file named, bad
-``--workers``); 1 also when ``ray`` is asked for and not installed or the
-cluster cannot be reached.
+``--workers``, an address that is no Ray address); 1 also when ``ray`` is
+asked for and not installed or the cluster cannot be reached (a ``HOST:PORT``
+address is probed first, so an unreachable one fails within
+``--connect-timeout-s`` instead of after Ray's own minutes of retries).
 
 ``query`` and ``summary`` open the export with DuckDB
 (`analysis._fleet_sql`): ``query`` runs the SQL given over the views
@@ -27,10 +29,13 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Final
+
+from analysis._fleet_verify import CONNECT_TIMEOUT_S
 
 __all__ = ["add_fleet_command"]
 
@@ -72,6 +77,16 @@ def add_fleet_command(commands: argparse._SubParsersAction[argparse.ArgumentPars
         "--address",
         metavar="ADDR",
         help="ray: the cluster to join (ray.init(address=...): auto, HOST:PORT, ray://HOST:10001)",
+    )
+    verify.add_argument(
+        "--connect-timeout-s",
+        type=float,
+        default=CONNECT_TIMEOUT_S,
+        metavar="S",
+        help=(
+            "ray: how long a HOST:PORT address may take to accept a connection before"
+            f" the cluster counts as unreachable (exit 1; default {CONNECT_TIMEOUT_S:g})"
+        ),
     )
     verify.add_argument(
         "--json", type=Path, metavar="OUT", help="also write every run's result as JSON to OUT"
@@ -118,11 +133,22 @@ def _verify(args: argparse.Namespace) -> int:
         parser.error(f"--workers must be at least 1, not {args.workers}")
     if args.address is not None and args.engine != "ray":
         parser.error("--address is for --engine ray")
+    timeout_s = args.connect_timeout_s
+    if not (math.isfinite(timeout_s) and timeout_s > 0):
+        parser.error(f"--connect-timeout-s must be a positive number of seconds, not {timeout_s}")
     paths = expand_paths(args.paths)
     try:
-        fleet = verify_fleet(paths, engine=args.engine, workers=args.workers, address=args.address)
+        fleet = verify_fleet(
+            paths,
+            engine=args.engine,
+            workers=args.workers,
+            address=args.address,
+            connect_timeout_s=timeout_s,
+        )
     except MissingExtraError as exc:
         return _fail(str(exc))
+    except ValueError as exc:  # an address that is no Ray address
+        parser.error(str(exc))
     except (ConnectionError, RuntimeError) as exc:  # ray.init: no cluster at that address
         return _fail(f"cannot use the Ray cluster: {type(exc).__name__}: {exc}")
     lines: list[str] = []

@@ -22,17 +22,22 @@ directory under ``OUT_DIR/_tmp`` (which no table's glob reaches); only when
 all are complete is each renamed into place, after the run's previous
 partitions (under any date) are renamed away and deleted. A reader sees a
 table's partition either whole before or whole after; an export that fails
-leaves the previous one as it was. Two exports writing the same run at the
-same moment are not supported (the last rename wins).
+leaves the previous one as it was. Exports into one OUT_DIR at the same
+moment (two ``ghost export`` processes, or threads) each build in a staging
+directory of their own and take turns, under an exclusive lock on
+``OUT_DIR/_tmp/lock`` (``flock``), only for the renames: two exports of the
+same run end with one of them whole in place, never a mix or an error.
 """
 
 from __future__ import annotations
 
+import fcntl
 import os
 import re
 import shutil
 import uuid
 from collections.abc import Collection, Iterable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -63,6 +68,8 @@ BATCH_ROWS: Final = 8192
 
 TMP_DIR: Final = "_tmp"
 """The directory under OUT_DIR where partitions are built before they are renamed in."""
+LOCK_FILE: Final = "lock"
+"""The file under TMP_DIR that exports lock while they rename their partitions in."""
 
 _LISTED_PROBLEMS: Final = 20
 _PART: Final = "part-0.parquet"
@@ -195,8 +202,9 @@ def export_run(
             raise DuplicateRunError(Path(path), key)
         tables["runs"].add(_runs_row(rows, verification, path))
         counts = {name: writer.close() for name, writer in tables.items()}
-        for name in TABLES:
-            _replace(root, name, date, key, staging / name)
+        with _exclusive(root):
+            for name in TABLES:
+                _replace(root, name, date, key, staging / name)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
     return ExportResult(
@@ -351,6 +359,25 @@ def _staging(root: Path) -> Path:
     except OSError as exc:
         raise ExportError(root, exc.strerror or type(exc).__name__) from None
     return staging
+
+
+@contextmanager
+def _exclusive(root: Path) -> Iterator[None]:
+    """Hold the export root's lock: one export at a time swaps its partitions in.
+
+    ``flock`` is released by the kernel when its holder dies, so a killed
+    export never leaves the root locked.
+    """
+    lock = root / TMP_DIR / LOCK_FILE
+    try:
+        descriptor = os.open(lock, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+    except OSError as exc:
+        raise ExportError(lock, exc.strerror or type(exc).__name__) from None
+    try:
+        fcntl.flock(descriptor, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(descriptor)  # closing the last descriptor releases the lock
 
 
 def _replace(root: Path, table: str, date: str, key: str, built: Path) -> None:

@@ -37,17 +37,20 @@ from pathlib import Path
 from typing import Any, Final
 
 __all__ = [
+    "CONNECT_TIMEOUT_S",
     "ENGINES",
     "FleetOutcome",
     "FleetRun",
     "FleetVerification",
     "expand_paths",
     "fleet_exit_code",
+    "probe_address",
     "verify_fleet",
     "verify_one",
 ]
 
 ENGINES: Final = ("local", "ray")
+CONNECT_TIMEOUT_S: Final = 10.0
 """The engines `verify_fleet` can run on."""
 
 _LISTED: Final = 20
@@ -249,6 +252,7 @@ def verify_fleet(
     engine: str = "local",
     workers: int | None = None,
     address: str | None = None,
+    connect_timeout_s: float = CONNECT_TIMEOUT_S,
 ) -> FleetVerification:
     """Verify every file, in parallel, and return each run's result in the order given.
 
@@ -259,14 +263,21 @@ def verify_fleet(
             process, no pool).
         address: ``ray``: the cluster to connect to (``ray.init(address=...)``;
             e.g. ``ray://head:10001`` or ``auto``); None lets Ray decide.
+        connect_timeout_s: ``ray``: how long a ``HOST:PORT`` address may take
+            to accept a TCP connection before the cluster counts as unreachable.
 
     Raises:
-        ValueError: an unknown engine, or ``workers`` below 1.
+        ValueError: an unknown engine, ``workers`` below 1, or an address
+            that is not ``auto``, ``HOST:PORT`` or ``ray://HOST:PORT``.
+        ConnectionError: nothing accepts a connection at ``address`` within
+            ``connect_timeout_s``.
         analysis._fleet_deps.MissingExtraError: ``ray`` is not installed.
     """
     if engine not in ENGINES:
         raise ValueError(f"engine must be one of {', '.join(ENGINES)}, not {engine!r}")
     if engine == "ray":
+        if address is not None:
+            probe_address(address, connect_timeout_s)
         return FleetVerification(runs=_on_ray(paths, address), engine=engine, workers=None)
     count = (os.cpu_count() or 1) if workers is None else workers
     if count < 1:
@@ -281,6 +292,43 @@ def verify_fleet(
         with ProcessPoolExecutor(max_workers=size, mp_context=get_context(start)) as pool:
             runs = tuple(pool.map(verify_one, paths, chunksize=chunk))
     return FleetVerification(runs=runs, engine=engine, workers=count)
+
+
+def probe_address(address: str, timeout_s: float) -> None:
+    """Fail fast when nothing listens at a Ray ``HOST:PORT`` address.
+
+    ``ray.init`` retries an address that does not answer for a minute or two
+    before it gives up, so a mistyped host or port would look like a hang. One
+    TCP connection, bounded by ``timeout_s``, tells "no cluster there" apart
+    first. ``auto`` and ``local`` name no socket and are left to Ray; so is a
+    server that accepts but is no Ray cluster (Ray's own retries bound that).
+
+    Raises:
+        ValueError: the address is not ``auto``, ``local``, ``HOST:PORT`` or
+            ``ray://HOST:PORT``.
+        ConnectionError: no connection within ``timeout_s``.
+    """
+    import socket
+
+    if address in ("auto", "local"):
+        return
+    target = address.removeprefix("ray://")
+    host, colon, port_text = target.rpartition(":")
+    host = host.removeprefix("[").removesuffix("]")  # [::1]:6379
+    if not colon or not host or not port_text.isascii() or not port_text.isdigit():
+        raise ValueError(f"a Ray address is auto, HOST:PORT or ray://HOST:PORT, not {address!r}")
+    port = int(port_text)
+    if not 0 < port < 65536:
+        raise ValueError(f"the port of Ray address {address!r} is not between 1 and 65535")
+    try:
+        with socket.create_connection((host, port), timeout=timeout_s):
+            pass
+    except OSError as exc:
+        why = "no answer" if isinstance(exc, TimeoutError) else (exc.strerror or str(exc))
+        raise ConnectionError(
+            f"no Ray cluster at {address}: {why} (waited up to {timeout_s:g} s;"
+            " check the host and port, or raise --connect-timeout-s)"
+        ) from exc
 
 
 def _on_ray(paths: Sequence[str], address: str | None) -> tuple[FleetRun, ...]:

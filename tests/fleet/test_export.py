@@ -21,7 +21,7 @@ import pytest
 
 from analysis import DecisionTraceReport, build_decision_trace_report
 from analysis._cli import main
-from analysis._export import TMP_DIR, export_run, run_key
+from analysis._export import LOCK_FILE, TMP_DIR, export_run, run_key
 from analysis._export_schema import EXPORT_SCHEMA_VERSION, SCHEMA_VERSION_KEY, TABLES
 from audit import LogFormatError
 from tests.audit.mcap_tools import rewrite_mcap
@@ -168,7 +168,7 @@ def test_re_exporting_a_run_replaces_its_partition(tmp_path: Path) -> None:
             pq.read_table(path).to_pylist()
             == pq.read_table(_as_bytes_file(before[path], tmp_path)).to_pylist()
         )
-    assert list((out / TMP_DIR).iterdir()) == []  # no staging left behind
+    assert [p.name for p in (out / TMP_DIR).iterdir()] == [LOCK_FILE]  # no staging left behind
     # Streamed: two rows per row group.
     decisions = next((out / "decisions").rglob("*.parquet"))
     assert pq.ParquetFile(decisions).metadata.num_row_groups == -(-first.rows["decisions"] // 2)
@@ -300,3 +300,72 @@ def test_a_missing_extra_is_named(tmp_path: Path) -> None:
     assert result.returncode == 1
     assert "ghost-sdk[fleet]" in result.stderr.decode()
     assert "Traceback" not in result.stderr.decode()
+
+
+def _waits_for_flock(pid: int, lock: Path) -> bool:
+    """Whether process ``pid`` is blocked waiting for an flock on ``lock`` (/proc/locks)."""
+    inode = lock.stat().st_ino
+    for line in Path("/proc/locks").read_text().splitlines():
+        fields = line.split()
+        # A waiter's line reads "1: -> FLOCK ADVISORY WRITE <pid> <maj:min:inode> 0 EOF".
+        if "->" in fields and "FLOCK" in fields:
+            rest = fields[fields.index("->") + 1 :]
+            if rest[3] == str(pid) and rest[4].rsplit(":", 1)[-1] == str(inode):
+                return True
+    return False
+
+
+def test_an_export_swaps_its_partitions_in_only_under_the_root_s_lock(tmp_path: Path) -> None:
+    import fcntl
+    import time
+
+    run = write_gate_fleet_run(tmp_path / "run.mcap", 0)
+    out = tmp_path / "out"
+    (out / TMP_DIR).mkdir(parents=True)
+    lock = out / TMP_DIR / LOCK_FILE
+    with lock.open("w") as held:
+        fcntl.flock(held, fcntl.LOCK_EX)
+        exporter = subprocess.Popen(
+            [sys.executable, "-m", "analysis", "export", str(run), "--parquet", str(out)],
+            cwd=tmp_path,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )
+        deadline = time.monotonic() + 120  # a bound on a slow machine, not a timing claim
+        while not _waits_for_flock(exporter.pid, lock):
+            assert exporter.poll() is None, exporter.communicate()
+            assert time.monotonic() < deadline, "the export never reached the lock"
+            time.sleep(0.05)
+        # Built, waiting: nothing of it is in place while another export holds the lock.
+        assert not (out / "decisions").exists()
+        assert list((out / TMP_DIR).glob("*/decisions")) != []
+    _, stderr = exporter.communicate(timeout=120)
+    assert exporter.returncode == 0, stderr.decode()
+    assert len(list((out / "decisions").rglob("*.parquet"))) == 1
+
+
+def test_two_processes_exporting_one_run_at_once_leave_it_whole(tmp_path: Path) -> None:
+    run = write_gate_fleet_run(tmp_path / "run.mcap", 0, every_action=True)
+    out = tmp_path / "out"
+    script = (
+        "import sys; from analysis._export import export_run\n"
+        "for _ in range(6): export_run(sys.argv[1], sys.argv[2])\n"
+    )
+    exporters = [
+        subprocess.Popen(
+            [sys.executable, "-c", script, str(run), str(out)],
+            cwd=Path.cwd(),
+            stderr=subprocess.PIPE,
+        )
+        for _ in range(2)
+    ]
+    for exporter in exporters:
+        _, stderr = exporter.communicate(timeout=300)
+        assert exporter.returncode == 0, stderr.decode()
+    for table in TABLES:
+        assert len(list((out / table).rglob("*.parquet"))) == 1, table
+    assert [p.name for p in (out / TMP_DIR).iterdir()] == [LOCK_FILE]
+    expected = export_run(run, tmp_path / "alone")
+    for table in TABLES:
+        got = ds.dataset(out / table, partitioning="hive").to_table().num_rows
+        assert got == expected.rows[table], table

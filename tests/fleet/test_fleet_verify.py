@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import socket
 from pathlib import Path
 
 import pytest
@@ -154,3 +155,79 @@ def test_bad_engine_or_workers_are_refused_by_the_function() -> None:
         verify_fleet([], engine="spark")
     with pytest.raises(ValueError, match="workers"):
         verify_fleet([], workers=0)
+
+
+@pytest.mark.parametrize(
+    "extra",
+    [
+        ["--address", "nohost"],
+        ["--address", "ray://head"],
+        ["--address", "127.0.0.1:0"],
+        ["--address", "127.0.0.1:65536"],
+        [
+            "--address",
+            "127.0.0.1:\uff16\uff13\uff17\uff19",
+        ],  # fullwidth digits: str.isdigit says yes
+        ["--address", "127.0.0.1:6379", "--connect-timeout-s", "nan"],
+        ["--address", "127.0.0.1:6379", "--connect-timeout-s", "0"],
+        ["--address", "127.0.0.1:6379", "--connect-timeout-s", "-1"],
+    ],
+)
+def test_an_address_or_timeout_that_means_nothing_is_a_usage_error(extra: list[str]) -> None:
+    with pytest.raises(SystemExit) as exited:
+        main(["fleet", "verify", "x.mcap", "--engine", "ray", *extra])
+    assert exited.value.code == 2
+
+
+def _closed_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port: int = probe.getsockname()[1]
+    return port  # nothing listens there once the socket is closed
+
+
+def test_a_ray_address_nothing_listens_at_fails_at_once_with_exit_1(tmp_path: Path) -> None:
+    # ray.init alone would retry such an address for minutes; the probe refuses it first.
+    port = _closed_port()
+    result = ghost(
+        "fleet", "verify", "x.mcap", "--engine", "ray", "--address", f"ray://127.0.0.1:{port}",
+        cwd=tmp_path,
+    )  # fmt: skip
+    stderr = result.stderr.decode()
+    assert result.returncode == 1, stderr
+    assert f"no Ray cluster at ray://127.0.0.1:{port}" in stderr
+    assert "Traceback" not in stderr
+
+
+def test_a_ray_address_that_never_answers_gives_up_after_the_connect_timeout() -> None:
+    # A listener whose accept queue is full drops new SYNs: connecting neither
+    # succeeds nor is refused, exactly like a firewalled or vanished host.
+    from analysis._fleet_verify import probe_address
+
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(0)
+        port = listener.getsockname()[1]
+        fillers = []
+        try:
+            for _ in range(8):  # fill the queue (its size is the backlog plus a little)
+                filler = socket.socket()
+                filler.setblocking(False)  # noqa: FBT003 - the socket API
+                filler.connect_ex(("127.0.0.1", port))
+                fillers.append(filler)
+            with pytest.raises(ConnectionError, match="no answer") as raised:
+                probe_address(f"127.0.0.1:{port}", 0.5)
+        finally:
+            for filler in fillers:
+                filler.close()
+    assert "--connect-timeout-s" in str(raised.value)
+
+
+def test_a_listening_address_passes_the_probe() -> None:
+    from analysis._fleet_verify import probe_address
+
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(4)
+        probe_address(f"[127.0.0.1]:{listener.getsockname()[1]}", 5)
+        probe_address("auto", 0.001)  # names no socket: left to Ray
