@@ -50,6 +50,7 @@ from opentelemetry.trace import TracerProvider
 
 from audit._anchor import AnchorEmitter
 from audit._chain import DURABILITIES, RUN_TOPIC, ChainedRecord, Durability, check_appendable
+from audit._chunk_indexes import spill_chunk_indexes
 from audit._close_hooks import raise_if_a_hook_failed, run_close_hooks
 from audit._recorder import RunRecorder
 from audit._schemas import MESSAGE_ENCODING, SCHEMA_ENCODING, TOPICS, schema_data
@@ -159,6 +160,8 @@ class McapAuditSink:
                 use_chunking=True,
                 enable_data_crcs=True,
             )
+            # One index per chunk, for the summary: on disk, or a long run grows without end.
+            self._chunk_indexes = spill_chunk_indexes(self._writer)
             self._writer.start(profile="", library=_LIBRARY)
             self._channel_ids: dict[str, int] = {}
             for topic, name in TOPICS.items():
@@ -397,6 +400,7 @@ class McapAuditSink:
                         checkpoint, sealed = self._recorder.seal(self._store)
                         self._unanchored.append(checkpoint)
                     self._writer.finish()
+                    self._drop_chunk_indexes()
                     self._file.flush()
                     if self._durability == "fsync":
                         os.fsync(self._file.fileno())
@@ -515,8 +519,14 @@ class McapAuditSink:
 
     def _close_file(self) -> None:
         # Already reporting the failure that matters; a close error would add nothing.
+        self._drop_chunk_indexes()
         with contextlib.suppress(OSError):
             self._file.close()
+
+    def _drop_chunk_indexes(self) -> None:
+        if self._chunk_indexes is not None:
+            with contextlib.suppress(OSError):
+                self._chunk_indexes.close()
 
 
 def _create(path: Path, *, overwrite: bool) -> IO[bytes]:
