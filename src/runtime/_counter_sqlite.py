@@ -157,9 +157,9 @@ class SqliteCounterStore:
             CounterStoreError: the store cannot be written.
         """
         sql = (
-            "UPDATE entries SET state = 'spent' WHERE holder = ?"
+            "UPDATE entries SET state = 'spent' WHERE holder = ? AND state = 'held'"
             if consumed
-            else "DELETE FROM entries WHERE holder = ?"
+            else "DELETE FROM entries WHERE holder = ? AND state = 'held'"
         )
         with self._lock:
             conn = self._connection()

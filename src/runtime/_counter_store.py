@@ -81,7 +81,9 @@ class CounterStore(Protocol):
         ...  # pragma: no cover - protocol
 
     def settle(self, holder: str, *, consumed: bool) -> None:
-        """Mark the holder's entries spent (``consumed``) or remove them; unknown holders: no-op.
+        """Mark the holder's held entries spent (``consumed``) or remove them.
+
+        Settling is final: a holder already settled, or unknown, is a no-op.
 
         Raises:
             CounterStoreError: the store cannot be written.
