@@ -30,8 +30,8 @@ from runtime._conditions import OPERATORS
 from runtime._detectors import DETECTOR_NAMES
 from runtime._policy_load import (
     _APPROVAL_KEYS,
-    _NARROW_KEYS,
     _LIMIT_KEYS,
+    _NARROW_KEYS,
     _RULE_KEYS,
     _SCRUB_KEYS,
     _TOP_KEYS,
