@@ -421,3 +421,35 @@ def test_never_more_than_the_maximum_runs_in_any_window(
             ran.append((now, amount))
     for t, _ in ran:  # the invariant itself, over every window ending at an admission
         assert sum(a for s, a in ran if t - WINDOW_NS < s <= t) <= MAX_SUM
+
+
+def test_counters_must_be_a_counter_store() -> None:
+    with pytest.raises(TypeError, match="counters must be a CounterStore"):
+        Gate(_policy(COUNT), sink=MemoryAuditSink(), counters=object())  # type: ignore[arg-type]
+
+
+def test_a_store_that_fails_denies_and_a_failing_settle_never_lets_more_run() -> None:
+    class Broken(MemoryCounterStore):
+        reserve_fails = False
+        settle_fails = False
+
+        def reserve(self, *args: Any, **kwargs: Any) -> Any:
+            if self.reserve_fails:
+                raise OSError("disk")
+            return super().reserve(*args, **kwargs)
+
+        def settle(self, holder: str, *, consumed: bool) -> None:
+            if self.settle_fails:
+                raise OSError("disk")
+            super().settle(holder, consumed=consumed)
+
+    store = Broken()
+    gate, _ = _gate(_policy({**COUNT, "max_count": 1}), ManualClock(), counters=store)
+    store.reserve_fails = True
+    denied = _refund(gate)
+    assert denied.verdict is RuntimeVerdict.DENY
+    assert denied.reason == "denied: evaluation failed with OSError"
+    store.reserve_fails = False
+    store.settle_fails = True
+    assert _refund(gate, test=False, note="x").verdict is RuntimeVerdict.ALLOW  # held, unsettled
+    assert _refund(gate).verdict is RuntimeVerdict.DENY  # the held entry still counts
