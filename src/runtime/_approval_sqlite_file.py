@@ -81,6 +81,11 @@ class StoreKind:
     tables: frozenset[str]
     error: Callable[[str, str], GhostError]
 
+    @property
+    def a_noun(self) -> str:
+        """The noun with its article (``"an approval store"``)."""
+        return f"{'an' if self.noun[0] in 'aeiou' else 'a'} {self.noun}"
+
 
 APPROVAL_STORE: Final = StoreKind(
     noun="approval store",
@@ -188,10 +193,10 @@ class StoreFile:
         except ValueError:  # a NUL in the path
             raise self.kind.error(self.path, "is not a valid file name") from None
         if stat.S_ISDIR(mode):
-            raise self.kind.error(self.path, f"is a directory, not a ghost {self.kind.noun}")
+            raise self.kind.error(self.path, f"is a directory, not {self.kind.a_noun}")
         if not stat.S_ISREG(mode):
             # A FIFO would block the open; a device would take SQLite's side files beside it.
-            raise self.kind.error(self.path, f"is not a regular file, not a ghost {self.kind.noun}")
+            raise self.kind.error(self.path, f"is not a regular file, not {self.kind.a_noun}")
 
     def _prepare(self, conn: sqlite3.Connection, *, create: bool) -> None:
         try:

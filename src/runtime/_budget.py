@@ -32,9 +32,9 @@ id, the rule id, the key's paths and values — never their text.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Final
 
 from runtime._canonical import jcs_bytes, sha256_hex
 from runtime._clock import Clock
@@ -110,7 +110,9 @@ class Budgets:
 
     __slots__ = ("_clock", "_fingerprint", "_policy_id", "store")
 
-    def __init__(self, policy_id: str, store: CounterStore, clock: Clock, fingerprint: Any) -> None:
+    def __init__(
+        self, policy_id: str, store: CounterStore, clock: Clock, fingerprint: Callable[[bytes], str]
+    ) -> None:
         self._policy_id = policy_id
         self.store = store
         self._clock = clock
