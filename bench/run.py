@@ -26,6 +26,7 @@ import structlog
 
 from bench import (
     audit_log,
+    budget,
     cedar_backend,
     decision,
     fleet,
@@ -41,6 +42,7 @@ from bench._harness import Section, render
 MODULES = (
     decision,
     cedar_backend,
+    budget,
     throughput,
     gate,
     scrub,

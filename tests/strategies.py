@@ -707,3 +707,19 @@ def resolutions(draw: st.DrawFn, decision_id: str) -> Resolution:
         approver=approver,
         resolved_ns=draw(_APPROVAL_NS),
     )
+
+
+# --- runtime: budgets (ADR 0032) ----------------------------------------------------------
+
+budget_steps = st.lists(
+    st.tuples(
+        # how far the clock moves first (ns): often nothing, sometimes a whole window
+        st.sampled_from([0, 0, 1, 250, 999, 1_000, 1_001, 3_000]),
+        # the amount, in whole units
+        st.integers(min_value=0, max_value=7),
+        # whether another rule denies the action anyway (it must not consume)
+        st.booleans(),
+    ),
+    max_size=40,
+)
+"""Steps of a budget scenario: (advance_ns, amount, denied_by_another_rule)."""

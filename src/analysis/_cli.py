@@ -433,6 +433,7 @@ def _trace_decisions(args: argparse.Namespace) -> int:
             f" removed; `ghost verify --mcap {mcap_path}` tells which"
         )
     data = encode_decision_trace_report_to_bytes(report)
+    _note_limit_denials(report.records)
 
     if output is None or output == _STDOUT:
         return _write_stdout(data)
@@ -441,6 +442,21 @@ def _trace_decisions(args: argparse.Namespace) -> int:
     except OSError as exc:
         return _fail(f"cannot write {output}: {_os_cause(exc)}")
     return EXIT_OK
+
+
+def _note_limit_denials(records: Sequence[Any]) -> None:
+    """One stderr line counting the decisions denied over a budget or rate, by rule (ADR 0032)."""
+    from analysis._trace_stats import limit_denials
+
+    counts = limit_denials(records)
+    if counts:
+        total = sum(counts.values())
+        by_rule = ", ".join(f"{rule} {count}" for rule, count in counts.items())
+        noun = "decision" if total == 1 else "decisions"
+        print(
+            f"{_PROG}: {_printable(f'{total} {noun} denied over a limit: {by_rule}')}",
+            file=sys.stderr,
+        )
 
 
 # --- demo ------------------------------------------------------------------------------------

@@ -12,8 +12,12 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
+from typing import Any
 
-__all__ = ["LatencyStats", "StatsByKey", "nearest_rank", "stats_by_key"]
+__all__ = ["LatencyStats", "StatsByKey", "limit_denials", "nearest_rank", "stats_by_key"]
+
+# The suffix the gate gives a reason when the deciding rule was a limited one (ADR 0032).
+_OVER_LIMIT = " (over its limit)"
 
 
 def nearest_rank(ordered: list[int], percent: int) -> int:
@@ -125,3 +129,21 @@ def stats_by_key(pairs: Iterable[tuple[str, int]]) -> StatsByKey:
         assert found is not None  # every group holds a value
         stats[key] = found
     return StatsByKey(stats)
+
+
+def limit_denials(records: Iterable[Any]) -> dict[str, int]:
+    """How many decisions each limited rule denied over its limit, by rule id, sorted.
+
+    Args:
+        records: the decision trace's records (`DecisionTraceRecord`).
+    """
+    counts: dict[str, int] = {}
+    for record in records:
+        rule = record.matched_policy
+        if (
+            record.decision_kind == "deny"
+            and rule is not None
+            and record.decision_reason.endswith(_OVER_LIMIT)
+        ):
+            counts[rule] = counts.get(rule, 0) + 1
+    return dict(sorted(counts.items()))

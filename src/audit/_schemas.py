@@ -5,7 +5,12 @@ MCAP channel of its topic carries the same JSON Schema (``encoding="jsonschema"`
 so that Foxglove and the ``mcap`` tools can show the records. Every schema
 closes its objects (``additionalProperties: false``) and requires every field
 it lists: a record always writes its nullable fields as ``null``, never omits
-them, so two writers cannot disagree about what an absent field means.
+them, so two writers cannot disagree about what an absent field means. The
+one kind of exception is a field added after a schema's first release
+(``limits`` on an assessment, ADR 0032): it is optional, written only when it
+has something to say, so that the records of a run that never used it keep
+their bytes. A file made before such a field was added carries the schema's
+earlier form, which the verifier still accepts (`EARLIER_SCHEMA_DATA`).
 
 Records hold only JSON's exact types (strings, integers, booleans, null,
 arrays, objects); times and durations are integer nanoseconds.
@@ -20,6 +25,7 @@ from typing import Any, Final
 from runtime import canonical_bytes
 
 __all__ = [
+    "EARLIER_SCHEMA_DATA",
     "MESSAGE_ENCODING",
     "SCHEMAS",
     "SCHEMA_ENCODING",
@@ -67,10 +73,12 @@ _CHECKPOINT_NOTE: Final = {
 }
 
 
-def _object(properties: Mapping[str, Any]) -> dict[str, Any]:
+def _object(
+    properties: Mapping[str, Any], optional: Mapping[str, Any] | None = None
+) -> dict[str, Any]:
     return {
         "type": "object",
-        "properties": dict(properties),
+        "properties": {**properties, **(optional or {})},
         "required": sorted(properties),
         "additionalProperties": False,
     }
@@ -80,7 +88,12 @@ def _array_of(properties: Mapping[str, Any]) -> dict[str, Any]:
     return {"type": "array", "items": _object(properties)}
 
 
-def _record_schema(name: str, description: str, fields: Mapping[str, Any]) -> dict[str, Any]:
+def _record_schema(
+    name: str,
+    description: str,
+    fields: Mapping[str, Any],
+    optional: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
     # seq 0 is the /run record, whose prev_sha256 is null; every other record links back.
     prev: Mapping[str, Any] = {"type": "null"} if name == "ghost.run/1" else _SHA256
     properties = {
@@ -90,7 +103,12 @@ def _record_schema(name: str, description: str, fields: Mapping[str, Any]) -> di
         "stamp_ns": _NS,
         **fields,
     }
-    return {"$schema": _DRAFT, "title": name, "description": description, **_object(properties)}
+    return {
+        "$schema": _DRAFT,
+        "title": name,
+        "description": description,
+        **_object(properties, optional),
+    }
 
 
 _RUN = _record_schema(
@@ -124,30 +142,52 @@ _RUN = _record_schema(
     },
 )
 
+_ASSESSMENT_FIELDS: Final[Mapping[str, Any]] = {
+    "decision_id": _UUID,
+    "agent": _STRING,
+    "verb": _STRING,
+    "resource": _STRING,
+    # Null when the arguments have no canonical form (too deep, cyclic): the
+    # action is denied, and `errors` names why.
+    "args_sha256": _SHA256_OR_NULL,
+    "policy_id": _STRING,
+    "policy_sha256": _SHA256,
+    "matched_rules": _array_of({"id": _STRING, "effect": _EFFECT}),
+    "findings": _array_of({"detector": _STRING, "path": _STRING, "fingerprint": _STRING}),
+    "narrowings": _array_of(
+        {"rule": _STRING, "kind": {"enum": ["clamp", "keep", "set", "within"]}, "path": _STRING}
+    ),
+    "errors": {"type": "array", "items": _STRING},
+    "stage_ns": _object({"policy": _NS, "narrow": _NS, "scrub": _NS}),
+    "trace_id": _TRACE_ID,
+    "span_id": _SPAN_ID,
+    "parent_span_id": {"type": ["string", "null"], "pattern": "^[0-9a-f]{16}$"},
+}
+_DECIMAL: Final = {"type": "string", "pattern": "^(0|[1-9][0-9]*)(\\.[0-9]{0,5}[1-9])?$"}
+_ASSESSMENT_OPTIONAL: Final[Mapping[str, Any]] = {
+    # What each limited rule's counter held, in the order they were asked (ADR 0032);
+    # present only when a check asked a counter.
+    "limits": _array_of(
+        {
+            "rule": _STRING,
+            # HMAC-SHA256 of the key's values under the gate's fingerprint key.
+            "key": _SHA256,
+            "window_s": _SIZE,
+            "measure": {"enum": ["count", "sum"]},
+            # Exact decimal text: counts, or sums to six decimal places.
+            "used": _DECIMAL,
+            "amount": _DECIMAL,
+            "max": _DECIMAL,
+            "exceeded": {"type": "boolean"},
+            "reserved": {"type": "boolean"},
+        }
+    )
+}
+_ASSESSMENT_DESCRIPTION: Final = (
+    "What the gate saw and concluded about one action before its verdict."
+)
 _ASSESSMENT = _record_schema(
-    "ghost.assessment/1",
-    "What the gate saw and concluded about one action before its verdict.",
-    {
-        "decision_id": _UUID,
-        "agent": _STRING,
-        "verb": _STRING,
-        "resource": _STRING,
-        # Null when the arguments have no canonical form (too deep, cyclic): the
-        # action is denied, and `errors` names why.
-        "args_sha256": _SHA256_OR_NULL,
-        "policy_id": _STRING,
-        "policy_sha256": _SHA256,
-        "matched_rules": _array_of({"id": _STRING, "effect": _EFFECT}),
-        "findings": _array_of({"detector": _STRING, "path": _STRING, "fingerprint": _STRING}),
-        "narrowings": _array_of(
-            {"rule": _STRING, "kind": {"enum": ["clamp", "keep", "set", "within"]}, "path": _STRING}
-        ),
-        "errors": {"type": "array", "items": _STRING},
-        "stage_ns": _object({"policy": _NS, "narrow": _NS, "scrub": _NS}),
-        "trace_id": _TRACE_ID,
-        "span_id": _SPAN_ID,
-        "parent_span_id": {"type": ["string", "null"], "pattern": "^[0-9a-f]{16}$"},
-    },
+    "ghost.assessment/1", _ASSESSMENT_DESCRIPTION, _ASSESSMENT_FIELDS, _ASSESSMENT_OPTIONAL
 )
 
 _DECISION = _record_schema(
@@ -242,6 +282,22 @@ TOPICS: Final[Mapping[str, str]] = MappingProxyType(
 _SCHEMA_DATA: Final[Mapping[str, bytes]] = MappingProxyType(
     {name: canonical_bytes(schema) for name, schema in SCHEMAS.items()}
 )
+
+EARLIER_SCHEMA_DATA: Final[Mapping[str, tuple[bytes, ...]]] = MappingProxyType(
+    {
+        # Before its optional ``limits`` (ADR 0032): the form runs made until then carry.
+        "ghost.assessment/1": (
+            canonical_bytes(
+                _record_schema("ghost.assessment/1", _ASSESSMENT_DESCRIPTION, _ASSESSMENT_FIELDS)
+            ),
+        ),
+    }
+)
+"""Schema name -> the bytes of its earlier forms, which files made before still carry.
+
+Each earlier form accepts a subset of the records the current one does, so a
+record is checked against the current schema whatever form its file carries.
+"""
 
 
 def schema_data(name: str) -> bytes:

@@ -43,6 +43,8 @@ from runtime._canonical import (
 from runtime._cedar import CEDAR_MEDIA_TYPE, CedarPolicy
 from runtime._cedar_request import CedarEntity, CedarMapping, CedarRequest, convention_request
 from runtime._clock import Clock, SystemClock
+from runtime._counter_sqlite import SqliteCounterStore
+from runtime._counter_store import CounterStore, MemoryCounterStore, Usage
 from runtime._errors import (
     ActionDenied,
     AmbiguousResource,
@@ -55,9 +57,11 @@ from runtime._errors import (
     CedarValueError,
     ConditionError,
     ConditionTypeError,
+    CounterStoreError,
     EvaluationError,
     GhostError,
     GuardError,
+    LimitError,
     NarrowingError,
     NarrowingEscape,
     PolicyError,
@@ -66,6 +70,7 @@ from runtime._errors import (
 )
 from runtime._gate import Gate
 from runtime._ids import make_uuid7
+from runtime._limit import LimitSpec
 from runtime._policy import ApprovalSpec, Policy, Rule, ScrubSettings
 from runtime._resource import canonical_resource
 from runtime._scrub import Finding, Scrubber, ScrubLimitExceeded, ScrubResult
@@ -102,6 +107,8 @@ __all__ = [
     "Clock",
     "ConditionError",
     "ConditionTypeError",
+    "CounterStore",
+    "CounterStoreError",
     "Decision",
     "Effect",
     "EvaluationError",
@@ -109,7 +116,10 @@ __all__ = [
     "Gate",
     "GhostError",
     "GuardError",
+    "LimitError",
+    "LimitSpec",
     "MemoryApprovalStore",
+    "MemoryCounterStore",
     "NarrowingError",
     "NarrowingEscape",
     "PendingApproval",
@@ -126,11 +136,13 @@ __all__ = [
     "ScrubSettings",
     "Scrubber",
     "SqliteApprovalStore",
+    "SqliteCounterStore",
     "StrictJSONError",
     "SystemClock",
     "TraceContextError",
     "TraceParent",
     "UnsupportedValue",
+    "Usage",
     "canonical_bytes",
     "canonical_resource",
     "check_resolution",

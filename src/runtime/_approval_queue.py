@@ -71,6 +71,9 @@ class ApprovalQueue:
         recorded: the gate's `RecordedText` (scrubs and escapes an approver's name).
         run_id: the id of the run the sink writes (None when the sink does not say).
         poll_s: how often a waiter (and the gate) looks for resolutions made elsewhere.
+        on_settled: called (outside the queue's lock) with each approval settled
+            here; the gate settles the budget a pending decision held (ADR 0032).
+            What it raises is logged, never propagated.
 
     Raises:
         AuditError: a resolution the store held unrecorded could not be recorded.
@@ -87,7 +90,9 @@ class ApprovalQueue:
         recorded: Callable[[object], str],
         run_id: str | None,
         poll_s: float,
+        on_settled: Callable[[Approval], None] | None = None,
     ) -> None:
+        self._on_settled = on_settled
         self._store = store
         self._clock = clock
         self._run_id = run_id
@@ -499,6 +504,15 @@ class ApprovalQueue:
                 heapq.heapify(self._deadlines)
             woken = self._async_waiters.pop(approval.decision_id, [])
             self._cond.notify_all()
+        if self._on_settled is not None:
+            try:
+                self._on_settled(approval)
+            except Exception as exc:  # noqa: BLE001 - the approval stands whatever a hook does
+                _log.error(
+                    "ghost.approval_hook_failed",
+                    decision_id=approval.decision_id,
+                    error=type_name(exc),
+                )
         for loop, waiter in woken:
             # Each future is woken once: its list was popped above, under the lock. A
             # closed loop raises RuntimeError: nobody waits there any more.

@@ -420,10 +420,14 @@ class SqliteApprovalStore:
             raise self._damaged("it holds a row that is not an approval ghost wrote") from None
 
     def _damaged(self, problem: str) -> ApprovalStoreError:
-        return self._file.damaged(problem)
+        error = self._file.damaged(problem)
+        assert isinstance(error, ApprovalStoreError)  # the approval kind's error
+        return error
 
     def _failure(self, exc: sqlite3.Error) -> ApprovalStoreError:
-        return self._file.failure(exc)
+        error = self._file.failure(exc)
+        assert isinstance(error, ApprovalStoreError)
+        return error
 
 
 def _roll_back(conn: sqlite3.Connection) -> None:

@@ -1,8 +1,12 @@
-"""Opening a SQLite approval store's file: what it is, decided before it is written (ADR 0017).
+"""Opening a SQLite store's file: what it is, decided before it is written (ADR 0017, 0032).
+
+Used by the approval store and the counter store (`StoreKind` says which:
+its application id, format name, schema and error type).
 
 `runtime._approval_sqlite` holds the store's behaviour on an open
 connection; this module opens one, and turns SQLite's errors into
-`ApprovalStoreError` with a problem a user can act on. What it promises:
+its kind's error (`ApprovalStoreError`, `CounterStoreError`) with a problem a user
+can act on. What it promises:
 
 **Only a ghost store is used.** At open, a file is sorted into one of
 these kinds before anything is written to it:
@@ -17,7 +21,7 @@ these kinds before anything is written to it:
 * not SQLite at all, or damaged: refused.
 
 Every refusal, and every failure later (a damaged row, a full disk), is an
-`ApprovalStoreError` with the path and a problem a user can act on.
+that error, with the path and a problem a user can act on.
 
 Several processes may open (and create) one store at the same moment: the
 header and the schema are read in one snapshot, the schema is made under the
@@ -33,12 +37,14 @@ import sqlite3
 import stat
 import time
 import urllib.parse
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Final
 
 from runtime._approval_rows import APPLICATION_ID, FORMAT, SCHEMA, SCHEMA_VERSION
-from runtime._errors import ApprovalStoreError
+from runtime._errors import ApprovalStoreError, GhostError
 
-__all__ = ["SQLITE_BUSY", "StoreFile", "primary_code"]
+__all__ = ["APPROVAL_STORE", "SQLITE_BUSY", "StoreFile", "StoreKind", "primary_code"]
 
 # SQLite primary result codes (https://sqlite.org/rescode.html).
 _SQLITE_CORRUPT: Final = 11
@@ -53,26 +59,67 @@ _FIRST_PAUSE_S: Final = 0.001
 _LONGEST_PAUSE_S: Final = 0.05
 
 
+@dataclass(frozen=True, slots=True)
+class StoreKind:
+    """What makes a file one kind of ghost store.
+
+    Attributes:
+        noun: how messages name it (``"approval store"``).
+        application_id: the SQLite header's application id.
+        format: the ``ghost_schema`` table's format name.
+        version: the schema version this ghost writes.
+        schema: the statements that make an empty file a store.
+        tables: the tables a store of this kind must hold.
+        error: the error for a store that cannot be used (path, problem).
+    """
+
+    noun: str
+    application_id: int
+    format: str
+    version: int
+    schema: tuple[str, ...]
+    tables: frozenset[str]
+    error: Callable[[str, str], GhostError]
+
+    @property
+    def a_noun(self) -> str:
+        """The noun with its article (``"an approval store"``)."""
+        return f"{'an' if self.noun[0] in 'aeiou' else 'a'} {self.noun}"
+
+
+APPROVAL_STORE: Final = StoreKind(
+    noun="approval store",
+    application_id=APPLICATION_ID,
+    format=FORMAT,
+    version=SCHEMA_VERSION,
+    schema=tuple(SCHEMA),
+    tables=frozenset({"approvals", "resolutions"}),
+    error=ApprovalStoreError,
+)
+
+
 class StoreFile:
-    """The file of one SQLite approval store: opens it, and names its failures.
+    """The file of one SQLite store: opens it, and names its failures.
 
     Args:
         path: the file, as given (decoded).
         busy_timeout_s: how long a statement retries while another connection
             holds the lock.
+        kind: which kind of store (default: an approval store).
     """
 
-    __slots__ = ("busy_timeout_s", "path")
+    __slots__ = ("busy_timeout_s", "kind", "path")
 
-    def __init__(self, path: str, busy_timeout_s: float) -> None:
+    def __init__(self, path: str, busy_timeout_s: float, kind: StoreKind = APPROVAL_STORE) -> None:
         self.path = path
         self.busy_timeout_s = busy_timeout_s
+        self.kind = kind
 
     def open(self, *, create: bool) -> tuple[sqlite3.Connection, bool]:
         """Return a connection to the store, made a store if need be, and whether it was created.
 
         Raises:
-            ApprovalStoreError: the file is not a store this ghost may use, or
+            GhostError: (the kind's error) the file is not a store this ghost may use, or
                 cannot be opened or created.
         """
         created = create and self._make_file()
@@ -95,11 +142,11 @@ class StoreFile:
             raise
         return conn, created
 
-    def damaged(self, problem: str) -> ApprovalStoreError:
+    def damaged(self, problem: str) -> GhostError:
         """The error for a store that holds what ghost never writes."""
-        return ApprovalStoreError(self.path, f"is damaged: {problem}")
+        return self.kind.error(self.path, f"is damaged: {problem}")
 
-    def failure(self, exc: sqlite3.Error) -> ApprovalStoreError:
+    def failure(self, exc: sqlite3.Error) -> GhostError:
         """The error, with a problem a user can act on, for what SQLite raised."""
         primary = primary_code(exc)
         if primary in (SQLITE_BUSY, _SQLITE_LOCKED):
@@ -118,7 +165,7 @@ class StoreFile:
         else:
             # SQLite's own messages name tables and constraints, never a bound value.
             problem = f"SQLite failed ({type(exc).__name__}: {exc})"
-        return ApprovalStoreError(self.path, problem)
+        return self.kind.error(self.path, problem)
 
     # --- opening ----------------------------------------------------------------------------
 
@@ -130,9 +177,9 @@ class StoreFile:
         except FileExistsError:
             return False
         except OSError as exc:
-            raise ApprovalStoreError(self.path, f"cannot be created: {_os_cause(exc)}") from None
+            raise self.kind.error(self.path, f"cannot be created: {_os_cause(exc)}") from None
         except ValueError:  # a NUL in the path
-            raise ApprovalStoreError(self.path, "is not a valid file name") from None
+            raise self.kind.error(self.path, "is not a valid file name") from None
         os.close(fd)
         return True
 
@@ -140,26 +187,26 @@ class StoreFile:
         try:
             mode = os.stat(self.path).st_mode
         except FileNotFoundError:
-            raise ApprovalStoreError(self.path, "does not exist") from None
+            raise self.kind.error(self.path, "does not exist") from None
         except OSError as exc:
-            raise ApprovalStoreError(self.path, f"cannot be opened: {_os_cause(exc)}") from None
+            raise self.kind.error(self.path, f"cannot be opened: {_os_cause(exc)}") from None
         except ValueError:  # a NUL in the path
-            raise ApprovalStoreError(self.path, "is not a valid file name") from None
+            raise self.kind.error(self.path, "is not a valid file name") from None
         if stat.S_ISDIR(mode):
-            raise ApprovalStoreError(self.path, "is a directory, not an approval store")
+            raise self.kind.error(self.path, f"is a directory, not {self.kind.a_noun}")
         if not stat.S_ISREG(mode):
             # A FIFO would block the open; a device would take SQLite's side files beside it.
-            raise ApprovalStoreError(self.path, "is not a regular file, not an approval store")
+            raise self.kind.error(self.path, f"is not a regular file, not {self.kind.a_noun}")
 
     def _prepare(self, conn: sqlite3.Connection, *, create: bool) -> None:
         try:
             if self._inspect_once(conn) == "empty":
                 if not create:
-                    raise ApprovalStoreError(self.path, "is empty, not a ghost approval store")
+                    raise self.kind.error(self.path, f"is empty, not a ghost {self.kind.noun}")
                 self._initialise(conn)
             mode = self._use_wal(conn)
             if mode.lower() != "wal":
-                raise ApprovalStoreError(
+                raise self.kind.error(
                     self.path,
                     f"cannot use write-ahead logging (its journal mode stays {mode!r});"
                     " keep the store on a local file system",
@@ -209,25 +256,26 @@ class StoreFile:
         if application_id == 0 and user_version == 0 and not objects:
             return "empty"
         tables = {name for kind, name in objects if kind == "table"}
-        if application_id != APPLICATION_ID or "ghost_schema" not in tables:
-            raise ApprovalStoreError(
-                self.path, "is another application's SQLite database, not a ghost approval store"
+        if application_id != self.kind.application_id or "ghost_schema" not in tables:
+            raise self.kind.error(
+                self.path,
+                f"is another application's SQLite database, not a ghost {self.kind.noun}",
             )
         rows = conn.execute("SELECT format, version FROM ghost_schema").fetchall()
         if len(rows) != 1:
-            raise self.damaged("its schema table does not name a ghost approval store")
+            raise self.damaged(f"its schema table does not name a ghost {self.kind.noun}")
         ((name, version),) = rows
-        if name != FORMAT or type(version) is not int:
-            raise self.damaged("its schema table does not name a ghost approval store")
-        if version > SCHEMA_VERSION:
-            raise ApprovalStoreError(
+        if name != self.kind.format or type(version) is not int:
+            raise self.damaged(f"its schema table does not name a ghost {self.kind.noun}")
+        if version > self.kind.version:
+            raise self.kind.error(
                 self.path,
                 f"was written by a newer ghost (schema version {version}; this one reads"
-                f" {SCHEMA_VERSION}): upgrade ghost-sdk to use it",
+                f" {self.kind.version}): upgrade ghost-sdk to use it",
             )
-        if version != SCHEMA_VERSION:
+        if version != self.kind.version:
             raise self.damaged(f"its schema version {version} was never written by ghost")
-        if "approvals" not in tables or "resolutions" not in tables:
+        if not self.kind.tables <= tables:
             raise self.damaged("its tables are missing")
         return "store"
 
@@ -237,12 +285,12 @@ class StoreFile:
         # On any failure the caller closes the connection, which rolls the transaction back.
         conn.execute("BEGIN IMMEDIATE")
         if self._inspect(conn) == "empty":
-            conn.execute(f"PRAGMA application_id = {APPLICATION_ID}")
-            for statement in SCHEMA:
+            conn.execute(f"PRAGMA application_id = {int(self.kind.application_id)}")
+            for statement in self.kind.schema:
                 conn.execute(statement)
             conn.execute(
                 "INSERT INTO ghost_schema (format, version) VALUES (?, ?)",
-                (FORMAT, SCHEMA_VERSION),
+                (self.kind.format, self.kind.version),
             )
         conn.execute("COMMIT")
 

@@ -4,7 +4,7 @@
 Each Cedar statement becomes a ghost `Rule` whose effect its kind and its
 annotations give:
 
-* ``forbid`` → ``deny`` (it takes no ``ghost_*`` annotation);
+* ``forbid`` → ``deny`` (it takes no ``ghost_*`` annotation but ``@ghost_limit``);
 * ``permit`` → ``allow``, or what ``@ghost_effect("allow" | "narrow" |
   "approval")`` says;
 * ``@ghost_narrow_clamp``, ``@ghost_narrow_keep``, ``@ghost_narrow_set``,
@@ -13,8 +13,11 @@ annotations give:
   limit = 100 }")``, ``@ghost_narrow_keep("['table', 'limit']")``);
   ``@ghost_approval_timeout_s("600")`` and ``@ghost_approval_approvers("['alice']")``
   the ``approval`` table's two fields; ``@ghost_scrub_exempt("['to']")`` the
-  rule's ``scrub_exempt``. They are validated by the TOML loader itself, so both
-  formats accept exactly the same narrowings and approval terms;
+  rule's ``scrub_exempt``; ``@ghost_limit("{ key = 'agent', window_s = 60,
+  max_count = 20 }")`` its ``limit`` (ADR 0032: on a ``forbid``, "deny over
+  the limit"; on an ``approval`` permit, "ask over it"). They are validated by
+  the TOML loader itself, so both formats accept exactly the same narrowings,
+  approval terms and limits;
 * ``@id("...")`` is the rule id recorded as ``matched_policy`` (default: Cedar's
   positional id, ``policy0``, ``policy1``, … — which moves when statements do).
 
@@ -68,6 +71,7 @@ _VALUE_ANNOTATIONS: Final = {
     "ghost_approval_timeout_s": ("approval", "timeout_s"),
     "ghost_approval_approvers": ("approval", "approvers"),
     "ghost_scrub_exempt": ("scrub_exempt", None),
+    "ghost_limit": ("limit", None),
 }
 _ANNOTATIONS: Final = frozenset({"ghost_effect", *_VALUE_ANNOTATIONS})
 _POSITIONAL: Final = re.compile(r"policy([0-9]+)")
@@ -313,7 +317,7 @@ def _load(
             for annotation, (key, sub) in _VALUE_ANNOTATIONS.items():
                 # The loader names a field "approval.timeout_s", "narrow.clamp.n" or "keep".
                 if (
-                    field == key
+                    field == key or field.startswith(f"{key}.")
                     if sub is None
                     else field == sub or field.startswith(f"{key}.{sub}")
                 ):

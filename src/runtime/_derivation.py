@@ -1,6 +1,8 @@
 """Deriving a verdict from a policy and an action: the order of SPEC §3 (ADR 0002).
 
-1. Collect every rule that matches (agent, verb, resource, ``when``).
+1. Collect every rule that matches (agent, verb, resource, ``when``); a rule
+   with a ``limit`` matches only when the action would exceed it (the
+   ``limits`` step the gate hands in, `runtime._budget`, ADR 0032).
 2. Any ``deny`` rule → ``deny``.
 3. No rule matched → the policy default (``deny`` unless it says ``allow``).
 4. Apply the narrowing of every matching ``narrow`` rule, in file order.
@@ -13,7 +15,8 @@
 
 It works on the action's snapshot (`ActionSnapshot`: plain data the gate
 copied first) and on nothing else. This module is pure: no clock reads other
-than the stage timer it is handed, no I/O. Anything that goes wrong raises,
+than the stage timer it is handed, no I/O (the ``limits`` step, when the gate
+hands one in, is where budgets are read and reserved). Anything that goes wrong raises,
 and the gate turns it into ``deny``.
 """
 
@@ -32,7 +35,10 @@ from runtime._scrub import Finding, Scrubber, ScrubLimitExceeded
 from runtime._snapshot import ActionSnapshot
 from runtime._verdict import Effect, RuntimeVerdict
 
-__all__ = ["Outcome", "derive", "safe_reason"]
+__all__ = ["LimitStep", "Outcome", "derive", "safe_reason"]
+
+LimitStep = Callable[[tuple[Rule, ...], ActionSnapshot], tuple[Rule, ...]]
+"""Filters the matched rules by their limits (`runtime._budget.LimitCheck`)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,6 +82,7 @@ def derive(
     action: ActionSnapshot,
     now_ns: Callable[[], int],
     stage_ns: dict[str, int],
+    limits: LimitStep | None = None,
 ) -> Outcome:
     """Derive the verdict for one action (see the module docstring for the order).
 
@@ -86,6 +93,8 @@ def derive(
         now_ns: the monotonic clock, for the stage timer.
         stage_ns: receives ``policy``, ``narrow`` and ``scrub`` durations as each
             stage ends, so the caller keeps them even when a later stage raises.
+        limits: the limit step of a policy with limited rules (its time counts
+            as ``policy``); None: no rule is limited, or nothing may be counted.
 
     Raises:
         Exception: anything that goes wrong; the caller denies.
@@ -93,6 +102,8 @@ def derive(
     agent, verb, resource, args = action.agent, action.verb, action.resource, action.args
     t0 = now_ns()
     matched = policy.matching_rules(agent, verb, resource, args)
+    if limits is not None:
+        matched = limits(matched, action)
     t1 = now_ns()
     stage_ns["policy"] = t1 - t0
 
@@ -111,7 +122,8 @@ def derive(
         by_effect[rule.effect].append(rule)
     if by_effect[Effect.DENY]:
         first = by_effect[Effect.DENY][0]
-        return outcome(RuntimeVerdict.DENY, f"denied by rule {first.id!r}", first.id, {})
+        over = " (over its limit)" if first.limit is not None else ""
+        return outcome(RuntimeVerdict.DENY, f"denied by rule {first.id!r}{over}", first.id, {})
     if not matched and policy.default is Effect.DENY:
         return outcome(RuntimeVerdict.DENY, "no rule matched; the policy default is deny", None, {})
 
@@ -159,7 +171,8 @@ def derive(
     if by_effect[Effect.APPROVAL]:
         # Held: what it would have been is what it runs under once a human approves.
         first = by_effect[Effect.APPROVAL][0]
-        held = f"held for approval by rule {first.id!r}"
+        over = " (over its limit)" if first.limit is not None else ""
+        held = f"held for approval by rule {first.id!r}{over}"
         return Outcome(
             RuntimeVerdict.PENDING, held, first.id, final, matched, found, done, stage_ns, verdict
         )

@@ -14,10 +14,12 @@
     │   ├── NarrowingError               a narrowing that cannot be applied to the arguments
     │   │   └── NarrowingEscape          a ``within`` path that leaves its directory
     │   ├── ScrubLimitExceeded(ValueError)  arguments the scrubber cannot finish within its bounds
+    │   ├── LimitError                   a limited rule's key or amount the action cannot supply
     │   └── CedarEvaluationError         Cedar could not evaluate the action (a Cedar policy)
     │       └── CedarValueError          a value of the action Cedar cannot hold exactly
     ├── ApprovalError                    misuse of the approval queue
     │   └── ApprovalStoreError           an approval store that cannot be used (file, lock)
+    ├── CounterStoreError                a counter store that cannot be used (file, lock)
     ├── GuardError(TypeError)            `Gate.guard` misused, or gate args its function cannot take
     ├── ActionDenied                     `Gate.enforce` on a `deny` verdict
     ├── ApprovalPending                  `Gate.enforce` on a `pending` verdict
@@ -50,9 +52,11 @@ __all__ = [
     "CedarValueError",
     "ConditionError",
     "ConditionTypeError",
+    "CounterStoreError",
     "EvaluationError",
     "GhostError",
     "GuardError",
+    "LimitError",
     "NarrowingError",
     "NarrowingEscape",
     "PolicyError",
@@ -294,6 +298,44 @@ class CedarValueError(CedarEvaluationError):
         self.path = path
         self.kind = kind
         super().__init__(f"{path} is a {kind} Cedar cannot represent ({problem})")
+
+
+class LimitError(EvaluationError):
+    """A limited rule cannot count the action, so the action is denied (ADR 0032).
+
+    A key path that is missing or runs through a non-dict, a key part that is
+    not a string, number or boolean, or an amount that is not an exact,
+    finite, non-negative number within bounds (a bool, a string, NaN, 10**400,
+    -5) denies: counting it as zero would let an agent spend past a budget.
+
+    Attributes:
+        rule: the id of the limited rule.
+        path: the key part or amount path, as the policy wrote it.
+        problem: what is wrong ("is missing", "is a boolean, not a number").
+    """
+
+    def __init__(self, rule: str, path: str, problem: str) -> None:
+        self.rule = rule
+        self.path = path
+        self.problem = problem
+        super().__init__(f"rule {rule!r}: limit {path!r}: {problem}")
+
+
+class CounterStoreError(GhostError):
+    """A counter store that cannot be used: its file, its lock, a damaged row (ADR 0032).
+
+    Raised by `SqliteCounterStore`; inside `Gate.check` it denies the action
+    (the budget cannot be read, so it cannot be shown not to be spent).
+
+    Attributes:
+        path: the store's file.
+        problem: what is wrong, a sentence a user can act on.
+    """
+
+    def __init__(self, path: str, problem: str) -> None:
+        self.path = path
+        self.problem = problem
+        super().__init__(f"counter store {path}: {problem}")
 
 
 class ApprovalError(GhostError):

@@ -17,6 +17,11 @@ Order inside `Gate.check`, all of it inside the fail-closed boundary:
    approval queue's store. If that fails the caller gets `AuditError` too: a
    held action nobody can approve must not look resolvable (ADR 0016).
 
+A policy with limited rules (ADR 0032) reads and reserves its budgets in
+step 4 (`runtime._budget`); after step 7 the reservation is settled: spent
+if the recorded verdict runs, released if it denies or nothing was
+recorded, held for ``pending`` until the approval is settled.
+
 Before step 1, each check lets the approval queue record due expiries and
 resolutions made elsewhere (`ApprovalQueue.sweep`).
 
@@ -37,12 +42,14 @@ from typing import Final
 from opentelemetry.trace import TracerProvider
 
 from runtime._action import Action, Decision
-from runtime._approval import approval_terms
+from runtime._approval import Approval, approval_terms
 from runtime._approval_queue import ApprovalQueue
 from runtime._approval_store import ApprovalStore, MemoryApprovalStore, PendingApproval
 from runtime._backend import PolicyBackend
+from runtime._budget import Budgets, LimitCheck, limit_records
 from runtime._canonical import jcs_bytes, value_sha256
 from runtime._clock import Clock, SystemClock
+from runtime._counter_store import CounterStore, MemoryCounterStore
 from runtime._derivation import Outcome, derive, safe_reason
 from runtime._errors import ActionDenied, ApprovalPending, AuditError
 from runtime._guard import F, ResourceFunction, guard
@@ -131,6 +138,9 @@ class Gate:
             canonical JSON scrubbed by every detector and bounded like the
             log's text; never for ``deny``. Off by default: no argument value
             reaches a span attribute (SPEC §7).
+        counters: where the budgets of limited rules are counted (default: a
+            fresh `MemoryCounterStore`; a `SqliteCounterStore` survives restarts
+            and is shared by the processes of a host). Reached as `counters`.
 
     If the sink offers ``on_close(callback)`` (both of ``audit``'s sinks do), the
     gate registers its approval queue there, so that expiries due by then are
@@ -142,13 +152,16 @@ class Gate:
         ValueError: ``max_name_chars`` is not a positive integer, or
             ``approval_poll_s`` is not a positive finite number of seconds.
         TypeError: ``policy`` is not a `PolicyBackend`, ``to_data`` is not callable,
-            ``approvals`` is not an `ApprovalStore`, or ``span_arguments`` is not a bool.
+            ``approvals`` is not an `ApprovalStore`, ``counters`` is not a
+            `CounterStore`, or ``span_arguments`` is not a bool.
     """
 
     __slots__ = (
         "_append_pair",
         "_approvals",
+        "_budgets",
         "_clock",
+        "_limited",
         "_policy",
         "_recorded",
         "_scrubber",
@@ -171,6 +184,7 @@ class Gate:
         approvals: ApprovalStore | None = None,
         approval_poll_s: float = DEFAULT_APPROVAL_POLL_S,
         span_arguments: bool = False,
+        counters: CounterStore | None = None,
     ) -> None:
         if (
             type(approval_poll_s) not in (int, float)
@@ -189,6 +203,9 @@ class Gate:
             raise TypeError(
                 f"span_arguments must be True or False, not {type_name(span_arguments)}"
             )
+        counter_store: CounterStore = MemoryCounterStore() if counters is None else counters
+        if not isinstance(counter_store, CounterStore):
+            raise TypeError(f"counters must be a CounterStore, not {type_name(counter_store)}")
         self._span_arguments = span_arguments
         self._policy = policy
         self._sink = sink
@@ -213,6 +230,10 @@ class Gate:
         # What the log keeps of outside text is scrubbed by every detector, whatever
         # the policy lists (SPEC §4); `record_text` never raises.
         self._recorded = RecordedText(self._scrubber.record_text, max_chars=max_name_chars)
+        self._budgets = Budgets(
+            policy.policy_id, counter_store, self._clock, self._scrubber.fingerprint
+        )
+        self._limited = any(rule.limit is not None for rule in policy.rules)
         run = RunStart(
             policy_id=policy.policy_id,
             policy_sha256=policy.policy_sha256,
@@ -241,6 +262,8 @@ class Gate:
             recorded=self._recorded,
             run_id=run_id if isinstance(run_id, str) else None,
             poll_s=float(approval_poll_s),
+            # A pending decision's budget is spent when approved, released otherwise.
+            on_settled=self._settle_budget if self._limited or counters is not None else None,
         )
         on_close = getattr(sink, "on_close", None)
         if callable(on_close):
@@ -250,6 +273,11 @@ class Gate:
     def policy(self) -> PolicyBackend:
         """The policy this gate enforces."""
         return self._policy
+
+    @property
+    def counters(self) -> CounterStore:
+        """Where this gate counts the budgets of limited rules (ADR 0032)."""
+        return self._budgets.store
 
     @property
     def approvals(self) -> ApprovalQueue:
@@ -287,6 +315,7 @@ class Gate:
         args_sha256: str | None = None
         executed_sha256: str | None = None
         trace: DecisionTrace | None = None
+        limit_check = self._budgets.bind(decision_id) if self._limited else None
         try:
             if errors:
                 raise _ClockFailure
@@ -298,7 +327,12 @@ class Gate:
             snapshot = self._snapshotter.take(*fields)
             args_sha256 = value_sha256(snapshot.args)
             outcome = derive(
-                self._policy, self._scrubber, snapshot, self._clock.monotonic_ns, stage_ns
+                self._policy,
+                self._scrubber,
+                snapshot,
+                self._clock.monotonic_ns,
+                stage_ns,
+                limit_check,
             )
             if outcome.verdict is not RuntimeVerdict.DENY:
                 # Part of deciding: what cannot be addressed cannot be approved or audited.
@@ -327,15 +361,24 @@ class Gate:
             executed_sha256 = None
         if trace.rejected is not None:
             _log.warning("ghost.traceparent_rejected", decision_id=decision_id, why=trace.rejected)
-        return self._record(
-            names,
-            decision_id,
-            _Times(stamp_ns, max(verdict_stamp_ns, stamp_ns), latency_ns, end_ns),
-            trace,
-            outcome,
-            _Hashes(args_sha256, executed_sha256),
-            errors,
-        )
+        try:
+            decision = self._record(
+                names,
+                decision_id,
+                _Times(stamp_ns, max(verdict_stamp_ns, stamp_ns), latency_ns, end_ns),
+                trace,
+                outcome,
+                _Hashes(args_sha256, executed_sha256),
+                errors,
+                limit_check,
+            )
+        except BaseException:
+            if limit_check is not None:  # nothing runs: release what was reserved
+                limit_check.finish(None)
+            raise
+        if limit_check is not None:
+            limit_check.finish(decision.verdict)
+        return decision
 
     async def acheck(
         self, action: Action, *, traceparent: str | None = None, tracestate: str | None = None
@@ -453,6 +496,7 @@ class Gate:
         outcome: Outcome,
         hashes: _Hashes,
         errors: list[str],
+        limit_check: LimitCheck | None = None,
     ) -> Decision:
         policy = self._policy
         recorded = self._recorded
@@ -480,6 +524,7 @@ class Gate:
             "trace_id": trace.trace_id,
             "span_id": trace.span_id,
             "parent_span_id": trace.parent_span_id,
+            **limit_records(limit_check),  # only for a check that asked a counter
         }
 
         def decision_record(assessment_sha256: str) -> dict[str, object]:
@@ -583,6 +628,10 @@ class Gate:
                 f"decision {decision_id} is pending but could not be registered for approval"
                 f" ({type_name(exc)}); no one can approve it, and the action must not run"
             ) from exc
+
+    def _settle_budget(self, approval: Approval) -> None:
+        """A settled approval: its decision's reservation is spent if approved, else released."""
+        self._budgets.settle(approval.decision_id, consumed=approval.outcome == "approved")
 
     def guard(
         self, *, verb: str, resource: str | ResourceFunction, agent: str, wait: bool = False

@@ -21,6 +21,7 @@ from runtime._detectors import DETECTOR_NAMES
 from runtime._errors import PolicyError
 from runtime._frozen import freeze
 from runtime._glob import GlobError, GlobSet
+from runtime._limit import MAX_AMOUNT, MAX_WINDOW_S, NAMES, LimitSpec, micros_of
 from runtime._narrowing import Narrowing
 from runtime._paths import check_prefix
 from runtime._re2 import Regex, RegexError
@@ -35,10 +36,11 @@ MAX_SCRUB_DEPTH: Final = 256
 _TOP_KEYS: Final = frozenset({"policy_id", "description", "default", "rules", "scrub"})
 _RULE_KEYS: Final = frozenset(
     {"id", "description", "agents", "verbs", "resources", "effect", "when", "narrow",
-     "approval", "scrub_exempt"}
+     "approval", "scrub_exempt", "limit"}
 )  # fmt: skip
 _NARROW_KEYS: Final = frozenset({"clamp", "keep", "set", "within"})
 _APPROVAL_KEYS: Final = frozenset({"timeout_s", "approvers"})
+_LIMIT_KEYS: Final = frozenset({"key", "window_s", "max_count", "max_sum", "sum_max"})
 _SCRUB_KEYS: Final = frozenset({"detectors", "action", "block", "max_depth", "max_bytes"})
 _ORDERING_OPERATORS: Final = frozenset({"gt", "ge", "lt", "le"})
 _DEFAULT_APPROVAL_TIMEOUT_S: Final = 600
@@ -199,6 +201,7 @@ class _Parser:
         approval = (
             self.approval(raw.get("approval", {}), rule_id) if effect is Effect.APPROVAL else None
         )
+        limit = self.limit(raw["limit"], rule_id, effect) if "limit" in raw else None
         return Rule(
             id=rule_id,
             effect=effect,
@@ -210,6 +213,7 @@ class _Parser:
             approval=approval,
             scrub_exempt=exempt,
             description=self.optional_text(raw, "description", rule_id),
+            limit=limit,
         )
 
     def path(self, key: object, rule: str, field: str) -> tuple[str, ...]:
@@ -344,6 +348,70 @@ class _Parser:
         if "approvers" in raw:
             approvers = self.strings(raw, "approvers", rule, ())
         return ApprovalSpec(timeout_s=float(timeout), approvers=approvers)
+
+    def limit(self, raw: object, rule: str, effect: Effect) -> LimitSpec:
+        if effect not in (Effect.DENY, Effect.APPROVAL):
+            # A limited rule matches only over its limit: on an allow rule that would
+            # allow only what is over budget, the opposite of what its author meant.
+            raise self.fail(
+                "a limit belongs on a deny or approval rule (it matches when the limit is"
+                " exceeded); allow under the limit with a separate allow rule",
+                rule=rule,
+                field="limit",
+            )
+        self.keys(raw, _LIMIT_KEYS, rule, "limit")
+        assert isinstance(raw, Mapping)
+        key = raw.get("key")
+        parts = [key] if isinstance(key, str) else key
+        if not isinstance(parts, list) or not parts:
+            raise self.fail(
+                "needs a key part or an array of them (agent, verb, resource, args.<path>)",
+                rule=rule,
+                field="limit.key",
+            )
+        for part in parts:
+            self.limit_path(part, rule, "limit.key", names=True)
+        if len(set(parts)) != len(parts):
+            raise self.fail("names a key part twice", rule=rule, field="limit.key")
+        window = raw.get("window_s")
+        if type(window) is not int or not 0 < window <= MAX_WINDOW_S:
+            raise self.fail(
+                f"must be a whole number of seconds in 1..{MAX_WINDOW_S}",
+                rule=rule,
+                field="limit.window_s",
+            )
+        count, path, total = raw.get("max_count"), raw.get("max_sum"), raw.get("sum_max")
+        if (count is None) == (path is None):
+            raise self.fail(
+                "needs exactly one of max_count, or max_sum with sum_max", rule=rule, field="limit"
+            )
+        if count is not None:
+            if total is not None:
+                raise self.fail("sum_max goes with max_sum", rule=rule, field="limit.sum_max")
+            if type(count) is not int or not 0 <= count <= MAX_AMOUNT:
+                raise self.fail(
+                    f"must be an integer in 0..{MAX_AMOUNT}", rule=rule, field="limit.max_count"
+                )
+            return LimitSpec(key=tuple(parts), window_s=window, max_count=count)
+        self.limit_path(path, rule, "limit.max_sum", names=False)
+        try:
+            micros = micros_of(total)
+        except ValueError as exc:
+            raise self.fail(
+                f"must be a number in 0..{MAX_AMOUNT} with at most six decimal places ({exc})",
+                rule=rule,
+                field="limit.sum_max",
+            ) from None
+        return LimitSpec(key=tuple(parts), window_s=window, max_sum=path, sum_max_micros=micros)
+
+    def limit_path(self, part: object, rule: str, field: str, *, names: bool) -> None:
+        if names and part in NAMES:
+            return
+        if isinstance(part, str) and part.startswith("args."):
+            self.path(part[len("args.") :], rule, field)
+            return
+        allowed = "agent, verb, resource or args.<path>" if names else "an args.<path>"
+        raise self.fail(f"{part!r} is not {allowed}", rule=rule, field=field)
 
     def scrub(self, raw: object) -> ScrubSettings:
         self.keys(raw, _SCRUB_KEYS, None, "scrub")

@@ -16,6 +16,7 @@ from typing import Any
 
 from runtime._conditions import Condition
 from runtime._glob import GlobSet
+from runtime._limit import LimitSpec
 from runtime._narrowing import Narrowing
 from runtime._verdict import Effect
 
@@ -43,6 +44,8 @@ class Rule:
         approval: the terms of an ``approval`` rule.
         scrub_exempt: dotted argument paths its matching actions send unscrubbed.
         description: free text.
+        limit: a budget or rate (ADR 0032): the rule then matches only when the
+            action would exceed it (`runtime._budget`).
 
     Raises (on construction):
         GlobError: a glob is malformed.
@@ -58,6 +61,7 @@ class Rule:
     approval: ApprovalSpec | None = None
     scrub_exempt: tuple[str, ...] = ()
     description: str = ""
+    limit: LimitSpec | None = None
     _agents: GlobSet = field(init=False, repr=False, compare=False)
     _verbs: GlobSet = field(init=False, repr=False, compare=False)
     _resources: GlobSet = field(init=False, repr=False, compare=False)

@@ -328,6 +328,10 @@ class Scrubber:
         for which, candidates in per_text.items():
             results[indexes[which]] = redact(plan, datas[which], candidates, meter)
 
+    def fingerprint(self, data: bytes) -> str:
+        """HMAC-SHA256 hex of ``data`` under the fingerprint key (how budget keys are recorded)."""
+        return self._fingerprint(data)
+
     def _fingerprint(self, secret: bytes) -> str:
         # HMAC-SHA256 (RFC 2104) from the two padded-key states hashed once at construction.
         inner, outer = self._hmac

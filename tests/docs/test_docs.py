@@ -30,6 +30,7 @@ from runtime._conditions import OPERATORS
 from runtime._detectors import DETECTOR_NAMES
 from runtime._policy_load import (
     _APPROVAL_KEYS,
+    _LIMIT_KEYS,
     _NARROW_KEYS,
     _RULE_KEYS,
     _SCRUB_KEYS,
@@ -145,6 +146,7 @@ def test_the_policy_reference_has_a_heading_for_every_key_the_loader_accepts() -
         | {f"rules.{key}" for key in _RULE_KEYS}
         | {f"rules.narrow.{key}" for key in _NARROW_KEYS}
         | {f"rules.approval.{key}" for key in _APPROVAL_KEYS}
+        | {f"rules.limit.{key}" for key in _LIMIT_KEYS}
         | {f"scrub.{key}" for key in _SCRUB_KEYS}
         | {f"rules.when.<path>.{op}" for op in OPERATORS}
     )

@@ -204,6 +204,12 @@ def changed(name: str, value: Any) -> Any:
     raise AssertionError(f"no change for {name}: {value!r}")
 
 
+# A well-formed `limits` entry, for the records that had none.
+ADDED_LIMIT = {
+    "rule": "r", "key": "0" * 64, "window_s": 60, "measure": "count", "used": "0",
+    "amount": "1", "max": "1", "exceeded": False, "reserved": True,
+}  # fmt: skip
+
 FIELD_CASES = [
     pytest.param(position, name, id=f"{position}{topic}.{name}")
     for position, topic in enumerate(SHAPE)
@@ -222,7 +228,10 @@ def test_changing_any_field_of_any_record_is_caught(
 ) -> None:
     run = base.copy()
     original = run.messages[position]
-    run.edit(position, **{name: changed(name, original.record[name])})
+    if name in original.record:
+        run.edit(position, **{name: changed(name, original.record[name])})
+    else:  # an optional field the gate did not write (ADR 0032): adding it is a change too
+        run.edit(position, **{name: [ADDED_LIMIT]})
 
     verdict = verify(run.write(tmp_path / "t.mcap"), capsys, public_pem)
 
