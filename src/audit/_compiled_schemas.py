@@ -207,30 +207,45 @@ def _object_predicate(schema: Mapping[str, Any]) -> _Predicate:
 def _record_predicate(schema: Mapping[str, Any]) -> _Predicate:
     """A record schema as one generated function: each field's test inline, no call per field.
 
-    The same rule as `_compile` (a closed object, every field required, each
-    field of its own form); a field whose form is not one of `_inline`'s
-    shapes is tested by its `_compile` closure. Generated once, at import,
-    from the schema alone: no record's text ever reaches the generated code.
+    The same rule as `_compile` (a closed object, every required field there,
+    each field of its own form, an optional field tested when present); a
+    field whose form is not one of `_inline`'s shapes is tested by its
+    `_compile` closure. Generated once, at import, from the schema alone: no
+    record's text ever reaches the generated code.
     """
     properties: Mapping[str, Any] = schema["properties"]
+    required = frozenset(schema["required"])
+    optional = [key for key in properties if key not in required]
     if (
         set(schema) - {"$schema", "title", "description"}
         != {"type", "properties", "required", "additionalProperties"}
         or _allowed(schema["type"]) != _MAPPINGS
         or schema["additionalProperties"] is not False
-        or frozenset(schema["required"]) != frozenset(properties)
+        or not required <= frozenset(properties)
     ):
         return _compile(schema)  # pragma: no cover - every ghost record schema has this shape
-    names: dict[str, object] = {"_MAPPINGS": _MAPPINGS, "_KEYS": frozenset(properties)}
-    lines = [
-        "def check(record):",
-        "    if type(record) not in _MAPPINGS or record.keys() != _KEYS:",
-        "        return False",
-    ]
+    names: dict[str, object] = {
+        "_MAPPINGS": _MAPPINGS,
+        "_KEYS": required,
+        "_ALL": frozenset(properties),
+    }
+    lines = ["def check(record):", "    if type(record) not in _MAPPINGS:", "        return False"]
+    if optional:  # the exact key set is the common case: one comparison
+        lines += [
+            "    keys = record.keys()",
+            "    if keys != _KEYS and not (_KEYS <= keys <= _ALL):",
+            "        return False",
+        ]
+    else:
+        lines += ["    if record.keys() != _KEYS:", "        return False"]
     for number, (key, sub) in enumerate(properties.items()):
-        lines.append(f"    value = record[{key!r}]")
-        lines.append(f"    if not ({_inline(sub, number, names)}):")
-        lines.append("        return False")
+        indent = "    "
+        if key not in required:
+            lines.append(f"    if {key!r} in record:")
+            indent = "        "
+        lines.append(f"{indent}value = record[{key!r}]")
+        lines.append(f"{indent}if not ({_inline(sub, number, names)}):")
+        lines.append(f"{indent}    return False")
     lines.append("    return True")
     exec("\n".join(lines), names)  # noqa: S102 - our own schemas' text, built above
     check: _Predicate = names["check"]  # type: ignore[assignment]

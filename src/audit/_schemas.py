@@ -7,6 +7,13 @@ closes its objects (``additionalProperties: false``) and requires every field
 it lists: a record always writes its nullable fields as ``null``, never omits
 them, so two writers cannot disagree about what an absent field means.
 
+The one exception is a field added to a schema after records of it were
+written, where writing it always would change every record's bytes (and
+content address) for gates that do not use it: such a field is optional,
+and its absence has one documented meaning. So far: ``shadow`` on
+``ghost.assessment/1`` and ``ghost.run/1`` (ADR 0031), absent when the gate
+has no shadow.
+
 Records hold only JSON's exact types (strings, integers, booleans, null,
 arrays, objects); times and durations are integer nanoseconds.
 """
@@ -25,6 +32,7 @@ __all__ = [
     "SCHEMA_ENCODING",
     "TOPICS",
     "schema_data",
+    "schema_versions",
 ]
 
 SCHEMA_ENCODING: Final = "jsonschema"
@@ -67,20 +75,35 @@ _CHECKPOINT_NOTE: Final = {
 }
 
 
-def _object(properties: Mapping[str, Any]) -> dict[str, Any]:
+def _object(
+    properties: Mapping[str, Any], optional: Mapping[str, Any] | None = None
+) -> dict[str, Any]:
+    # `optional`: fields a record may lack (see the module docstring), listed after the rest.
     return {
         "type": "object",
-        "properties": dict(properties),
+        "properties": {**properties, **(optional or {})},
         "required": sorted(properties),
         "additionalProperties": False,
     }
+
+
+def _without_optional(schema: Mapping[str, Any]) -> dict[str, Any]:
+    """``schema`` as it was before its optional fields were added (the bytes earlier runs carry)."""
+    required = set(schema["required"])
+    properties = {key: sub for key, sub in schema["properties"].items() if key in required}
+    return {**schema, "properties": properties}
 
 
 def _array_of(properties: Mapping[str, Any]) -> dict[str, Any]:
     return {"type": "array", "items": _object(properties)}
 
 
-def _record_schema(name: str, description: str, fields: Mapping[str, Any]) -> dict[str, Any]:
+def _record_schema(
+    name: str,
+    description: str,
+    fields: Mapping[str, Any],
+    optional: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
     # seq 0 is the /run record, whose prev_sha256 is null; every other record links back.
     prev: Mapping[str, Any] = {"type": "null"} if name == "ghost.run/1" else _SHA256
     properties = {
@@ -90,7 +113,12 @@ def _record_schema(name: str, description: str, fields: Mapping[str, Any]) -> di
         "stamp_ns": _NS,
         **fields,
     }
-    return {"$schema": _DRAFT, "title": name, "description": description, **_object(properties)}
+    return {
+        "$schema": _DRAFT,
+        "title": name,
+        "description": description,
+        **_object(properties, optional),
+    }
 
 
 _RUN = _record_schema(
@@ -122,6 +150,13 @@ _RUN = _record_schema(
             ]
         },
     },
+    # A run with a shadow candidate (ADR 0031): its identity, and the attachment
+    # holding its source, bound to the chain as policy_source_sha256 binds the policy's.
+    optional={
+        "shadow": _object(
+            {"policy_id": _STRING, "policy_sha256": _SHA256, "policy_source_sha256": _SHA256}
+        )
+    },
 )
 
 _ASSESSMENT = _record_schema(
@@ -147,6 +182,25 @@ _ASSESSMENT = _record_schema(
         "trace_id": _TRACE_ID,
         "span_id": _SPAN_ID,
         "parent_span_id": {"type": ["string", "null"], "pattern": "^[0-9a-f]{16}$"},
+    },
+    # What the shadow -- a candidate, or the policy's shadow rules -- would have
+    # decided (ADR 0031); absent when the gate has no shadow. No argument value.
+    optional={
+        "shadow": _object(
+            {
+                "mode": {"enum": ["candidate", "rules"]},
+                "policy_id": _STRING,
+                "policy_sha256": _SHA256,
+                "verdict": _VERDICT,
+                "matched_policy": _STRING_OR_NULL,
+                "matched_rules": _array_of({"id": _STRING, "effect": _EFFECT}),
+                # The arguments the shadow would have run; null for deny.
+                "executed_args_sha256": _SHA256_OR_NULL,
+                # Why the shadow could not be evaluated (its verdict is then deny).
+                "error": _STRING_OR_NULL,
+                "eval_ns": _NS,
+            }
+        )
     },
 )
 
@@ -242,6 +296,13 @@ TOPICS: Final[Mapping[str, str]] = MappingProxyType(
 _SCHEMA_DATA: Final[Mapping[str, bytes]] = MappingProxyType(
     {name: canonical_bytes(schema) for name, schema in SCHEMAS.items()}
 )
+# Each schema's bytes now and, when it gained optional fields since, before them.
+_SCHEMA_VERSIONS: Final[Mapping[str, tuple[bytes, ...]]] = MappingProxyType(
+    {
+        name: tuple(dict.fromkeys((_SCHEMA_DATA[name], canonical_bytes(_without_optional(schema)))))
+        for name, schema in SCHEMAS.items()
+    }
+)
 
 
 def schema_data(name: str) -> bytes:
@@ -254,3 +315,17 @@ def schema_data(name: str) -> bytes:
         KeyError: ``name`` is not a ghost schema.
     """
     return _SCHEMA_DATA[name]
+
+
+def schema_versions(name: str) -> tuple[bytes, ...]:
+    """Return every form of schema ``name`` a ghost file may carry, the current one first.
+
+    A schema that gained an optional field (module docstring) was carried
+    without it by the runs written before: those bytes are the same schema,
+    and their records are valid under the current one. ``ghost verify``
+    accepts each of them.
+
+    Raises:
+        KeyError: ``name`` is not a ghost schema.
+    """
+    return _SCHEMA_VERSIONS[name]

@@ -43,6 +43,9 @@ class Rule:
         approval: the terms of an ``approval`` rule.
         scrub_exempt: dotted argument paths its matching actions send unscrubbed.
         description: free text.
+        shadow: evaluated but not enforced (``shadow = true``, ADR 0031): the
+            policy never counts it among an action's matched rules; the gate
+            records what the policy would have decided with it enforced.
 
     Raises (on construction):
         GlobError: a glob is malformed.
@@ -58,6 +61,7 @@ class Rule:
     approval: ApprovalSpec | None = None
     scrub_exempt: tuple[str, ...] = ()
     description: str = ""
+    shadow: bool = False
     _agents: GlobSet = field(init=False, repr=False, compare=False)
     _verbs: GlobSet = field(init=False, repr=False, compare=False)
     _resources: GlobSet = field(init=False, repr=False, compare=False)
