@@ -33,6 +33,7 @@ from bench import (
     long_run,
     scrub,
     scrub_peer,
+    shadow_mode,
     throughput,
     verify,
 )
@@ -43,6 +44,7 @@ MODULES = (
     cedar_backend,
     throughput,
     gate,
+    shadow_mode,
     scrub,
     scrub_peer,
     audit_log,

@@ -40,6 +40,7 @@ from analysis._trace_json import (
 )
 from analysis._trace_model import (
     ANALYSIS_VERSION,
+    SHADOW_IDS_PER_PAIR,
     ApprovalTraceRecord,
     ChainStatus,
     DecisionTraceRecord,
@@ -62,6 +63,7 @@ __version__ = _version.SDK_VERSION
 
 __all__ = [
     "ANALYSIS_VERSION",
+    "SHADOW_IDS_PER_PAIR",
     "ApprovalTraceRecord",
     "ChainStatus",
     "DecisionTraceRecord",

@@ -20,6 +20,7 @@ from runtime import RuntimeVerdict
 
 __all__ = [
     "ANALYSIS_VERSION",
+    "SHADOW_IDS_PER_PAIR",
     "ApprovalTraceRecord",
     "ChainStatus",
     "DecisionTraceRecord",
