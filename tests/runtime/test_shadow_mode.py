@@ -327,7 +327,7 @@ def test_a_shadow_that_raises_is_recorded_and_changes_nothing(
     policy = Policy.from_dict(POLICY)
     action = Action("bot", "query", "db:customers", {"table": "t", "limit": 500, "x": SECRET})
     plain_gate, _plain_sink = _gate(policy)
-    gate, sink = _gate(policy, shadow=_Raising(exc))  # type: ignore[arg-type]
+    gate, sink = _gate(policy, shadow=_Raising(exc))
 
     _same_decision(plain_gate.check(action), gate.check(action))
 
