@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import io
 import random
 from collections import Counter
 from pathlib import Path
@@ -19,6 +20,7 @@ from analysis import (
 )
 from analysis._run_facts import RunEnd, read_facts
 from analysis._summary import summarize, summary_document
+from analysis._summary_render import render_summary
 from analysis._verify_links import PolicyAttachmentCheck
 from audit import TOPICS, LoggedAttachment, LoggedRecord, McapAuditSink, read_run
 from runtime import Action, AuditError, Gate, Policy, ShadowPolicy, canonical_bytes, sha256_hex
@@ -232,3 +234,21 @@ def test_a_shadow_source_that_is_not_what_it_claims_cannot_open_a_run(tmp_path: 
         pytest.raises(AuditError, match=r"shadow\.source_sha256"),
     ):
         sink.open_run(dataclasses.replace(make_run_start(), shadow=bad))
+
+
+def test_ghost_summary_prints_one_sentence_per_disagreement(tmp_path: Path) -> None:
+    path = tmp_path / "run.mcap"
+    verdicts = _run(path, ACTIONS)
+    summary = summarize(build_decision_trace_report(path), verify_run(path))
+    out = io.StringIO()
+
+    render_summary(summary, name="run.mcap", file=out, terminal=False, color=False)
+
+    text = out.getvalue()
+    differing = sum(d.count for d in summary.shadow_disagreements)
+    assert differing > 0
+    assert f"shadow: {len(verdicts)} decision(s) shadowed; {differing} would have" in text
+    for disagreement in summary.shadow_disagreements:
+        assert f"  {disagreement.sentence}: {disagreement.decision_ids[0]}" in text
+    assert "the shadow would have denied 2 actions the enforced policy allowed: " in text
+    assert "no-mail" in text  # the shadow rules table
