@@ -170,7 +170,7 @@ def test_any_record_gives_a_row_pyarrow_accepts_or_none(
 
 
 def test_an_assessments_shadow_is_four_columns_and_null_without_one() -> None:
-    shadow = {
+    shadow: dict[str, Any] = {
         "mode": "candidate", "policy_id": "c", "policy_sha256": "b" * 64, "verdict": "deny",
         "matched_policy": "no-mail", "matched_rules": [], "executed_args_sha256": None,
         "error": None, "eval_ns": 5,
