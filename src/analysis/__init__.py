@@ -40,7 +40,6 @@ from analysis._trace_json import (
 )
 from analysis._trace_model import (
     ANALYSIS_VERSION,
-    SHADOW_IDS_PER_PAIR,
     ApprovalTraceRecord,
     ChainStatus,
     DecisionTraceRecord,
@@ -63,7 +62,6 @@ __version__ = _version.SDK_VERSION
 
 __all__ = [
     "ANALYSIS_VERSION",
-    "SHADOW_IDS_PER_PAIR",
     "ApprovalTraceRecord",
     "ChainStatus",
     "DecisionTraceRecord",

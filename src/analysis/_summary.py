@@ -97,7 +97,7 @@ class ShadowDisagreement:
         shadow: the verdict the shadow would have reached.
         count: how many decisions.
         decision_ids: the first of them, in stream order (at most
-            `analysis.SHADOW_IDS_PER_PAIR`).
+            `analysis._trace_model.SHADOW_IDS_PER_PAIR`).
     """
 
     enforced: str

@@ -12,7 +12,6 @@ from types import MappingProxyType
 import pytest
 
 from analysis import (
-    SHADOW_IDS_PER_PAIR,
     build_decision_trace_report,
     decode_decision_trace_report_from_json,
     encode_decision_trace_report_to_bytes,
@@ -21,6 +20,7 @@ from analysis import (
 from analysis._run_facts import RunEnd, read_facts
 from analysis._summary import summarize, summary_document
 from analysis._summary_render import render_summary
+from analysis._trace_model import SHADOW_IDS_PER_PAIR
 from analysis._verify_links import PolicyAttachmentCheck
 from audit import TOPICS, LoggedAttachment, LoggedRecord, McapAuditSink, read_run
 from runtime import Action, AuditError, Gate, Policy, ShadowPolicy, canonical_bytes, sha256_hex
