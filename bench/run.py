@@ -34,6 +34,7 @@ from bench import (
     long_run,
     scrub,
     scrub_peer,
+    shadow_mode,
     throughput,
     verify,
 )
@@ -45,6 +46,7 @@ MODULES = (
     budget,
     throughput,
     gate,
+    shadow_mode,
     scrub,
     scrub_peer,
     audit_log,

@@ -108,6 +108,17 @@ class _LoggedAssessment:
     resource: str | None
     detectors: tuple[str, ...]
     stage_ns: FrozenCounts
+    shadow: _LoggedShadow | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class _LoggedShadow:
+    """An assessment's ``shadow`` (ADR 0031), read leniently like the rest of it."""
+
+    verdict: RuntimeVerdict
+    matched_policy: str | None
+    policy_id: str | None
+    error: bool
 
 
 def build_decision_trace_report(mcap_path: str | os.PathLike[str]) -> DecisionTraceReport:
@@ -422,6 +433,7 @@ def _pair(decision: _LoggedDecision, assessment: _LoggedAssessment | None) -> De
         detectors=() if assessment is None else assessment.detectors,
         stage_ns=_NO_STAGES if assessment is None else assessment.stage_ns,
         trace_origin=decision.trace_origin,
+        **_shadow_fields(assessment),
     )
 
 
@@ -440,6 +452,40 @@ def _repaired(
         resource=None if assessment is None else assessment.resource,
         detectors=() if assessment is None else assessment.detectors,
         stage_ns=_NO_STAGES if assessment is None else assessment.stage_ns,
+        **_shadow_fields(assessment),
+    )
+
+
+def _shadow_fields(assessment: _LoggedAssessment | None) -> dict[str, Any]:
+    shadow = None if assessment is None else assessment.shadow
+    if shadow is None:
+        return {
+            "shadow_verdict": None,
+            "shadow_matched_policy": None,
+            "shadow_policy_id": None,
+            "shadow_error": False,
+        }
+    return {
+        "shadow_verdict": shadow.verdict,
+        "shadow_matched_policy": shadow.matched_policy,
+        "shadow_policy_id": shadow.policy_id,
+        "shadow_error": shadow.error,
+    }
+
+
+def _read_shadow(record: Mapping[str, Any], share: Callable[[Any], Any]) -> _LoggedShadow | None:
+    """The assessment's shadow, or None without one (or one with no readable verdict)."""
+    shadow = record.get("shadow")
+    if not isinstance(shadow, dict):
+        return None
+    verdict = shadow.get("verdict")
+    if not isinstance(verdict, str) or verdict not in _VERDICT_VALUES:
+        return None  # the schema note names the break
+    return _LoggedShadow(
+        verdict=RuntimeVerdict(verdict),
+        matched_policy=_shared(share, _lenient_text(shadow, "matched_policy")),
+        policy_id=_shared(share, _lenient_text(shadow, "policy_id")),
+        error=shadow.get("error") is not None,
     )
 
 
@@ -522,6 +568,7 @@ def _read_assessment(
         resource=_shared(share, _lenient_text(record, "resource")),
         detectors=share(tuple(share(name) for name in detectors)),
         stage_ns=stage_ns,
+        shadow=_read_shadow(record, share),
     )
 
 

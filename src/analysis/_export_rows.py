@@ -28,6 +28,7 @@ _OUTCOMES: Final = frozenset(APPROVAL_OUTCOMES)
 # The value sets a record must respect to be readable, by (topic, column).
 _CLOSED: Final[Mapping[tuple[str, str], frozenset[str]]] = {
     ("/decisions", "verdict"): _VERDICTS,
+    ("/assessments", "shadow_verdict"): _VERDICTS,
     ("/approvals", "outcome"): _OUTCOMES,
 }
 _STRUCT_FIELDS: Final[Mapping[Kind, tuple[str, ...]]] = {

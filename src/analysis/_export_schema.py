@@ -46,8 +46,11 @@ __all__ = [
     "arrow_schema",
 ]
 
-EXPORT_SCHEMA_VERSION: Final = 1
-"""The version of the exported tables' layout (the ``schema_version`` column)."""
+EXPORT_SCHEMA_VERSION: Final = 2
+"""The version of the exported tables' layout (the ``schema_version`` column).
+
+2: ``assessments`` has the shadow's verdict, rule, policy hash and mode (ADR 0031).
+"""
 
 SCHEMA_VERSION_KEY: Final = b"ghost.export.schema_version"
 """The Parquet key-value metadata key that carries `EXPORT_SCHEMA_VERSION`."""
@@ -143,6 +146,11 @@ ASSESSMENTS: Final = (
     Column("trace_id", Kind.TEXT),
     Column("span_id", Kind.TEXT),
     Column("parent_span_id", Kind.TEXT),
+    # What the shadow would have decided (ADR 0031); null without a shadow.
+    Column("shadow_verdict", Kind.TEXT, source="shadow.verdict"),
+    Column("shadow_matched_policy", Kind.TEXT, source="shadow.matched_policy"),
+    Column("shadow_policy_sha256", Kind.TEXT, source="shadow.policy_sha256"),
+    Column("shadow_mode", Kind.TEXT, source="shadow.mode"),
     Column("record_sha256", Kind.TEXT),
 )
 """``assessments``: one row per readable ``/assessments`` record (ids, hashes, rules, findings)."""

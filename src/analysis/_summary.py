@@ -19,7 +19,14 @@ from analysis._trace_stats import LatencyStats
 from analysis._verify_model import RunStatus, RunVerification
 from runtime import RuntimeVerdict
 
-__all__ = ["TOP", "ActionCount", "RunSummary", "summarize", "summary_document"]
+__all__ = [
+    "TOP",
+    "ActionCount",
+    "RunSummary",
+    "ShadowDisagreement",
+    "summarize",
+    "summary_document",
+]
 
 TOP: Final = 5
 """How many rules, denied actions and detectors a summary lists (the most frequent)."""
@@ -54,6 +61,11 @@ class RunSummary:
         unresolved_pending: pending decisions no approval of the run resolves.
         top_detectors: the detectors that fired in the most decisions, at most `TOP`.
         report_problems: records the report could not read, or that break their schema.
+        shadow_decisions: decisions whose assessment carries a shadow verdict (ADR 0031).
+        shadow_disagreements: per ``(enforced, shadow)`` verdict pair, how many
+            decisions the shadow would have decided otherwise, and the first
+            ids of them, most frequent pair first.
+        shadow_rules: the shadow rules behind the most disagreements, at most `TOP`.
     """
 
     status: RunStatus
@@ -71,6 +83,45 @@ class RunSummary:
     unresolved_pending: int
     top_detectors: tuple[tuple[str, int], ...]
     report_problems: int
+    shadow_decisions: int = 0
+    shadow_disagreements: tuple[ShadowDisagreement, ...] = ()
+    shadow_rules: tuple[tuple[str, int], ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class ShadowDisagreement:
+    """Decisions a shadow would have decided otherwise, for one pair of verdicts.
+
+    Attributes:
+        enforced: the verdict that ran.
+        shadow: the verdict the shadow would have reached.
+        count: how many decisions.
+        decision_ids: the first of them, in stream order (at most
+            `analysis._trace_model.SHADOW_IDS_PER_PAIR`).
+    """
+
+    enforced: str
+    shadow: str
+    count: int
+    decision_ids: tuple[str, ...]
+
+    @property
+    def sentence(self) -> str:
+        """``the shadow would have denied 14 actions the enforced policy allowed``."""
+        actions = "action" if self.count == 1 else "actions"
+        return (
+            f"the shadow would have {_PAST[self.shadow]} {self.count} {actions} the enforced"
+            f" policy {_PAST[self.enforced]}"
+        )
+
+
+_PAST: Final = {
+    "deny": "denied",
+    "pending": "held for approval",
+    "narrow": "narrowed",
+    "scrub": "scrubbed",
+    "allow": "allowed",
+}
 
 
 def summarize(report: DecisionTraceReport, verification: RunVerification) -> RunSummary:
@@ -100,7 +151,19 @@ def summarize(report: DecisionTraceReport, verification: RunVerification) -> Run
         unresolved_pending=len(report.unresolved_pending_decision_ids),
         top_detectors=_top(report.per_detector_counts.items()),
         report_problems=len(report.problems),
+        shadow_decisions=report.shadow_decision_count,
+        shadow_disagreements=_disagreements(report),
+        shadow_rules=_top(report.shadow_disagreements_by_rule.items()),
     )
+
+
+def _disagreements(report: DecisionTraceReport) -> tuple[ShadowDisagreement, ...]:
+    ids = dict(report.shadow_disagreement_ids)
+    found = []
+    for pair, count in _top_all(report.shadow_disagreement_counts.items()):
+        enforced, _, shadow = pair.partition(" -> ")
+        found.append(ShadowDisagreement(enforced, shadow, count, ids.get(pair, ())))
+    return tuple(found)
 
 
 def summary_document(summary: RunSummary) -> dict[str, Any]:
@@ -128,12 +191,29 @@ def summary_document(summary: RunSummary) -> dict[str, Any]:
             {"detector": name, "count": count} for name, count in summary.top_detectors
         ],
         "report_problems": summary.report_problems,
+        "shadow": {
+            "decisions": summary.shadow_decisions,
+            "disagreements": [
+                {
+                    "enforced": d.enforced,
+                    "shadow": d.shadow,
+                    "count": d.count,
+                    "decision_ids": list(d.decision_ids),
+                }
+                for d in summary.shadow_disagreements
+            ],
+            "rules": [{"rule": rule, "count": count} for rule, count in summary.shadow_rules],
+        },
     }
 
 
 def _top(counts: Iterable[tuple[str, int]]) -> tuple[tuple[str, int], ...]:
+    return _top_all(counts)[:TOP]
+
+
+def _top_all(counts: Iterable[tuple[str, int]]) -> tuple[tuple[str, int], ...]:
     # Most frequent first; ties by name, so that one run always summarizes alike.
-    return tuple(sorted(counts, key=lambda item: (-item[1], item[0]))[:TOP])
+    return tuple(sorted(counts, key=lambda item: (-item[1], item[0])))
 
 
 def _sort_key(action: tuple[str | None, str | None, str | None]) -> tuple[str, ...]:

@@ -41,6 +41,7 @@ _STATUS_TEXT: Final = {
 _TEXT_COLUMNS: Final = frozenset({"verdict", "rule", "agent", "verb", "resource"})
 _LONGEST: Final = 120  # characters of one name or resource shown before an ellipsis
 _WIDTH: Final = 100  # piped output: wide enough for a resource, fixed so diffs stay stable
+_SHADOW_IDS: Final = 3  # decision ids shown per shadow disagreement (JSON has the report's)
 
 
 def render_summary(
@@ -115,6 +116,28 @@ def render_summary(
         console.print(Text(f"detectors: {fired}"))
     else:
         console.print(Text("detectors: none fired"))
+    if summary.shadow_decisions:
+        _shadow(console, summary, frame)
+
+
+def _shadow(console: Console, summary: RunSummary, frame: box.Box | None) -> None:
+    """The shadow's disagreements (ADR 0031): one sentence per verdict pair, then its rules."""
+    differing = sum(d.count for d in summary.shadow_disagreements)
+    console.print(
+        Text(
+            f"shadow: {summary.shadow_decisions} decision(s) shadowed;"
+            f" {differing} would have been decided otherwise"
+        )
+    )
+    for disagreement in summary.shadow_disagreements:
+        shown = ", ".join(disagreement.decision_ids[:_SHADOW_IDS])
+        more = ", ..." if disagreement.count > _SHADOW_IDS else ""
+        console.print(Text(f"  {disagreement.sentence}: {shown}{more}"))
+    if summary.shadow_rules:
+        table = _table("shadow rules", ["rule", "disagreements"], frame)
+        for rule, count in summary.shadow_rules:
+            table.add_row(Text(_printable(rule)), Text(str(count)))
+        console.print(table)
 
 
 def _table(title: str, columns: list[str], frame: box.Box | None) -> Table:

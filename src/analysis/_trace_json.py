@@ -51,6 +51,8 @@ _DERIVED_COUNTS: Final = (
     "per_agent_counts",
     "per_detector_counts",
     "per_trace_origin_counts",
+    "shadow_disagreement_counts",
+    "shadow_disagreements_by_rule",
 )
 
 
@@ -94,6 +96,10 @@ def encode_decision_trace_report_to_bytes(report: DecisionTraceReport) -> bytes:
         }
     for name in _DERIVED_COUNTS:
         document[name] = dict(getattr(report, name))
+    document["shadow_decision_count"] = report.shadow_decision_count
+    document["shadow_disagreement_ids"] = {
+        pair: list(ids) for pair, ids in report.shadow_disagreement_ids
+    }
     text = json.dumps(document, sort_keys=True, indent=2, ensure_ascii=False, allow_nan=False)
     return (text + "\n").encode("utf-8")
 
@@ -141,6 +147,8 @@ def decode_decision_trace_report_from_json(data: bytes | str) -> DecisionTraceRe
     claimed: dict[str, object] = {name: _stats(fields, name) for name in _DERIVED_STATS}
     claimed.update((name, _stats_by(fields, name)) for name in _DERIVED_STATS_BY)
     claimed.update((name, _counts(fields, name)) for name in _DERIVED_COUNTS)
+    claimed["shadow_decision_count"] = _get(fields, "shadow_decision_count", int, "report")
+    claimed["shadow_disagreement_ids"] = _ids_by_pair(fields)
     try:
         report = DecisionTraceReport(
             source_mcap_sha256=_get(fields, "source_mcap_sha256", str, "report"),
@@ -234,6 +242,10 @@ def _record_to_json(record: DecisionTraceRecord) -> dict[str, Any]:
         "detectors": list(record.detectors),
         "stage_ns": dict(record.stage_ns),
         "trace_origin": record.trace_origin,
+        "shadow_verdict": None if record.shadow_verdict is None else record.shadow_verdict.value,
+        "shadow_matched_policy": record.shadow_matched_policy,
+        "shadow_policy_id": record.shadow_policy_id,
+        "shadow_error": record.shadow_error,
     }
 
 
@@ -278,6 +290,28 @@ def _record_from_json(item: object, where: str) -> DecisionTraceRecord:
         ),
         stage_ns=_counts(fields, "stage_ns", where),
         trace_origin=_get_optional(fields, "trace_origin", str, where),
+        shadow_verdict=(
+            None
+            if fields["shadow_verdict"] is None
+            else _member(fields, "shadow_verdict", RuntimeVerdict, where)
+        ),
+        shadow_matched_policy=_get_optional(fields, "shadow_matched_policy", str, where),
+        shadow_policy_id=_get_optional(fields, "shadow_policy_id", str, where),
+        shadow_error=_get(fields, "shadow_error", bool, where),
+    )
+
+
+def _ids_by_pair(fields: Mapping[str, Any]) -> tuple[tuple[str, tuple[str, ...]], ...]:
+    raw = _get(fields, "shadow_disagreement_ids", dict, "report")
+    return tuple(
+        (
+            pair,
+            tuple(
+                _expect(item, str, f"shadow_disagreement_ids.{pair}[{index}]")
+                for index, item in enumerate(_expect(ids, list, f"shadow_disagreement_ids.{pair}"))
+            ),
+        )
+        for pair, ids in sorted(raw.items())
     )
 
 

@@ -20,6 +20,7 @@ from runtime import RuntimeVerdict
 
 __all__ = [
     "ANALYSIS_VERSION",
+    "SHADOW_IDS_PER_PAIR",
     "ApprovalTraceRecord",
     "ChainStatus",
     "DecisionTraceRecord",
@@ -27,7 +28,7 @@ __all__ = [
     "FrozenCounts",
 ]
 
-ANALYSIS_VERSION: Final = 4
+ANALYSIS_VERSION: Final = 5
 """Version of the trace algorithm and report layout; bumped on any change to either.
 
 2: the report says whether the run is ``sealed``.
@@ -35,7 +36,13 @@ ANALYSIS_VERSION: Final = 4
 4: each record names its action (agent, verb, resource), detectors, stage times and
    trace origin; the report lists its approvals and derives latency statistics (per
    verdict, per stage, approval waits) and counts per rule, agent, detector, origin.
+5: each record carries its assessment's shadow verdict and rule (ADR 0031); the report
+   counts the decisions a shadow would have decided differently, by (enforced, shadow)
+   verdict pair and by shadow rule, with the first decision ids of each pair.
 """
+
+SHADOW_IDS_PER_PAIR: Final = 20
+"""How many decision ids the report lists per (enforced, shadow) verdict pair (the first)."""
 
 APPROVAL_OUTCOMES: Final = ("approved", "rejected", "expired")
 """The outcomes of a ``ghost.approval/1`` record."""
@@ -144,6 +151,12 @@ class DecisionTraceRecord:
             ``scrub``), monotonic nanoseconds; empty without one.
         trace_origin: how the decision's trace context came about (the
             decision's ``trace_origin``); None when it does not say.
+        shadow_verdict: what the shadow (a candidate policy, or the policy's
+            shadow rules) would have decided, from that assessment's ``shadow``
+            (ADR 0031); None without one.
+        shadow_matched_policy: the rule that determined the shadow verdict, or None.
+        shadow_policy_id: the shadow's policy id, or None without a shadow.
+        shadow_error: the shadow could not be evaluated (its verdict is then ``deny``).
 
     Raises:
         ValueError: ``chain_status`` disagrees with the two hashes (a verified
@@ -168,10 +181,26 @@ class DecisionTraceRecord:
     detectors: tuple[str, ...] = ()
     stage_ns: Mapping[str, int] = FrozenCounts()
     trace_origin: str | None = None
+    shadow_verdict: RuntimeVerdict | None = None
+    shadow_matched_policy: str | None = None
+    shadow_policy_id: str | None = None
+    shadow_error: bool = False
+
+    @property
+    def shadow_disagrees(self) -> bool:
+        """A shadow was evaluated and would have decided otherwise."""
+        shadow = self.shadow_verdict
+        return shadow is not None and shadow is not self.decision_kind
 
     def __post_init__(self) -> None:
         # Coerce plain strings so a record built by hand equals one built from a log.
         object.__setattr__(self, "decision_kind", RuntimeVerdict(self.decision_kind))
+        if self.shadow_verdict is not None:
+            object.__setattr__(self, "shadow_verdict", RuntimeVerdict(self.shadow_verdict))
+        elif self.shadow_matched_policy is not None or self.shadow_policy_id is not None:
+            raise ValueError(
+                f"decision {self.decision_id}: a shadow rule or policy without a shadow verdict"
+            )
         object.__setattr__(self, "chain_status", ChainStatus(self.chain_status))
         if not isinstance(self.stage_ns, FrozenCounts):  # immutable: shared, not copied
             object.__setattr__(self, "stage_ns", FrozenCounts(self.stage_ns))
@@ -293,6 +322,13 @@ class DecisionTraceReport:
         per_agent_counts: decisions per agent (of those whose assessment is logged).
         per_detector_counts: decisions in which each detector found something.
         per_trace_origin_counts: decisions per trace origin.
+        shadow_decision_count: decisions whose assessment carries a shadow verdict.
+        shadow_disagreement_counts: the decisions a shadow would have decided
+            otherwise, per ``"<enforced> -> <shadow>"`` verdict pair (ADR 0031).
+        shadow_disagreements_by_rule: the same per shadow rule that determined
+            the shadow verdict (decisions no rule decided are not counted).
+        shadow_disagreement_ids: per verdict pair, the ids of its first
+            `SHADOW_IDS_PER_PAIR` decisions, in stream order.
 
     Raises:
         ValueError: the counts do not add up to ``total_decisions`` and
@@ -331,6 +367,12 @@ class DecisionTraceReport:
     per_agent_counts: Mapping[str, int] = field(init=False, default_factory=FrozenCounts)
     per_detector_counts: Mapping[str, int] = field(init=False, default_factory=FrozenCounts)
     per_trace_origin_counts: Mapping[str, int] = field(init=False, default_factory=FrozenCounts)
+    shadow_decision_count: int = field(init=False, default=0)
+    shadow_disagreement_counts: Mapping[str, int] = field(init=False, default_factory=FrozenCounts)
+    shadow_disagreements_by_rule: Mapping[str, int] = field(
+        init=False, default_factory=FrozenCounts
+    )
+    shadow_disagreement_ids: tuple[tuple[str, tuple[str, ...]], ...] = field(init=False, default=())
 
     @classmethod
     def from_records(
@@ -421,6 +463,7 @@ class DecisionTraceReport:
 
     def _derive(self) -> None:
         records, approvals = self.records, self.approvals
+        disagreeing = [r for r in records if r.shadow_disagrees]
         derived: dict[str, object] = {
             "latency_ns_stats": LatencyStats.of(r.latency_ns for r in records),
             "latency_ns_by_verdict": stats_by_key(
@@ -433,6 +476,10 @@ class DecisionTraceReport:
             "per_agent_counts": _tally(r.agent for r in records),
             "per_detector_counts": _tally(d for r in records for d in r.detectors),
             "per_trace_origin_counts": _tally(r.trace_origin for r in records),
+            "shadow_decision_count": sum(r.shadow_verdict is not None for r in records),
+            "shadow_disagreement_counts": _tally(map(shadow_pair, disagreeing)),
+            "shadow_disagreements_by_rule": _tally(r.shadow_matched_policy for r in disagreeing),
+            "shadow_disagreement_ids": _first_ids(disagreeing),
         }
         for name, value in derived.items():
             object.__setattr__(self, name, value)
@@ -525,3 +572,18 @@ class DecisionTraceReport:
 
 def _tally(names: Iterable[str | None]) -> FrozenCounts:
     return FrozenCounts(Counter(name for name in names if name is not None))
+
+
+def shadow_pair(record: DecisionTraceRecord) -> str:
+    """``"<enforced> -> <shadow>"``: how a record's two verdicts are counted (``allow -> deny``)."""
+    shadow = record.shadow_verdict
+    return f"{record.decision_kind.value} -> {'none' if shadow is None else shadow.value}"
+
+
+def _first_ids(records: Iterable[DecisionTraceRecord]) -> tuple[tuple[str, tuple[str, ...]], ...]:
+    ids: dict[str, list[str]] = {}
+    for record in records:
+        listed = ids.setdefault(shadow_pair(record), [])
+        if len(listed) < SHADOW_IDS_PER_PAIR:
+            listed.append(record.decision_id)
+    return tuple((pair, tuple(listed)) for pair, listed in sorted(ids.items()))

@@ -72,7 +72,6 @@ from analysis._verify_model import (
     RunVerification,
     status_of,
 )
-from runtime import canonical_bytes
 
 if TYPE_CHECKING:
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
@@ -242,18 +241,21 @@ def verify_items(
 def _schema_problems(channel: LoggedChannel) -> Iterator[RunProblem]:
     """A channel whose schema is named ``ghost.*`` carries exactly that schema's bytes.
 
+    Exactly: the current bytes (`audit.schema_versions`), or the bytes the
+    same schema had before it gained an optional field, which earlier runs carry.
+
     The reader resolves each channel once (its first definition), so each
     channel is named at most once, however often the summary repeats it.
     """
-    from audit import SCHEMAS
-    from audit._schemas import EARLIER_SCHEMA_DATA
+    from audit import SCHEMAS, schema_versions
 
     name, data = channel.schema_name, channel.schema_data
     if name is None or data is None or name not in SCHEMAS:
         return
-    expected = canonical_bytes(SCHEMAS[name])
-    earlier = EARLIER_SCHEMA_DATA.get(name, ())
-    if channel.schema_encoding != _SCHEMA_ENCODING or (data != expected and data not in earlier):
+    # The current bytes, or those of before an optional field was added (ADR 0031).
+    accepted = schema_versions(name)
+    expected = accepted[0]
+    if channel.schema_encoding != _SCHEMA_ENCODING or data not in accepted:
         yield RunProblem(
             IntegrityCheck.FILE,
             f"schema {channel.schema_id} is named {name} but does not carry that ghost"

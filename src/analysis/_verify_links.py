@@ -28,7 +28,10 @@ Two `RecordCheck`s (ADR 0013):
 
 * `PolicyAttachmentCheck` — the file's one attachment is the policy source
   the ``/run`` record names by ``policy_source_sha256``, logged at the run's
-  ``stamp_ns``.
+  ``stamp_ns``; a run with a shadow candidate (``/run`` ``shadow``, ADR 0031)
+  has a second, the candidate's source, named by its
+  ``shadow.policy_source_sha256`` and held to the same rules (one attachment
+  serves both when the two sources are the same bytes).
 """
 
 from __future__ import annotations
@@ -333,7 +336,7 @@ class DecisionLinkCheck:
 
 
 class PolicyAttachmentCheck:
-    """The one attachment is the policy source ``/run`` names, logged at the run's stamp."""
+    """The attachments are the policy sources ``/run`` names, logged at the run's stamp."""
 
     __slots__ = ("_run",)
 
@@ -350,44 +353,55 @@ class PolicyAttachmentCheck:
         if run is None or run.record is None:
             return ()  # the run or json check names a missing or unreadable /run
         named = run.field("policy_source_sha256")
-        policy = [a for a in end.attachments if a.sha256 == named]
-        others = [a for a in end.attachments if a.sha256 != named]
+        sources = [("policy", "policy_source_sha256", named)]
+        shadow = run.field("shadow")
+        if isinstance(shadow, dict):  # a shadow candidate's source (ADR 0031)
+            sources.append(
+                ("shadow policy", "shadow.policy_source_sha256", shadow.get("policy_source_sha256"))
+            )
         problems: list[RunProblem] = []
-        if not policy:
-            stored = "; ".join(_describe(a) for a in others) or "none"
-            problems.append(
-                run.problem(
-                    IntegrityCheck.ATTACHMENT,
-                    f"no attachment holds the policy source it names (policy_source_sha256"
-                    f" {shown(named)}): the policy attachment was altered or removed"
-                    f" (attachments: {stored})",
-                )
-            )
-        elif len(policy) > 1:
-            problems.append(
-                run.problem(
-                    IntegrityCheck.ATTACHMENT,
-                    f"its policy source is attached {len(policy)} times; a sink attaches it once",
-                )
-            )
         stamp = run.integer("stamp_ns")
-        problems.extend(
-            run.problem(
-                IntegrityCheck.ATTACHMENT,
-                f"its policy attachment has MCAP log_time {a.log_time_ns}, but the run's"
-                f" stamp_ns is {shown(stamp)}",
+        known = {sha256 for _, _, sha256 in sources}
+        for what, field, sha256 in sources:
+            if what != "policy" and sha256 == named:
+                continue  # the same bytes as the policy's: one attachment serves both
+            held = [a for a in end.attachments if a.sha256 == sha256]
+            if not held:
+                others = [a for a in end.attachments if a.sha256 != sha256]
+                stored = "; ".join(_describe(a) for a in others) or "none"
+                problems.append(
+                    run.problem(
+                        IntegrityCheck.ATTACHMENT,
+                        f"no attachment holds the {what} source it names ({field}"
+                        f" {shown(sha256)}): the {what} attachment was altered or removed"
+                        f" (attachments: {stored})",
+                    )
+                )
+            elif len(held) > 1:
+                problems.append(
+                    run.problem(
+                        IntegrityCheck.ATTACHMENT,
+                        f"its {what} source is attached {len(held)} times; a sink attaches it once",
+                    )
+                )
+            problems.extend(
+                run.problem(
+                    IntegrityCheck.ATTACHMENT,
+                    f"its {what} attachment has MCAP log_time {a.log_time_ns}, but the run's"
+                    f" stamp_ns is {shown(stamp)}",
+                )
+                for a in held
+                if a.log_time_ns != stamp
             )
-            for a in policy
-            if a.log_time_ns != stamp
-        )
-        if policy:
+        if any(a.sha256 == named for a in end.attachments):
             problems.extend(
                 RunProblem(
                     IntegrityCheck.ATTACHMENT,
                     f"an attachment that is not the run's policy source ({_describe(a)}):"
                     " a ghost sink attaches only the policy",
                 )
-                for a in others
+                for a in end.attachments
+                if a.sha256 not in known
             )
         return problems
 

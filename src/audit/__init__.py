@@ -78,7 +78,7 @@ from audit._run_log import (
     RunItem,
     RunLog,
 )
-from audit._schemas import SCHEMAS, TOPICS
+from audit._schemas import SCHEMAS, TOPICS, schema_versions
 from audit._signing import (
     KeyPairFiles,
     NoteSigner,
@@ -158,6 +158,7 @@ __all__ = [
     "read_run",
     "schema_problems",
     "schema_valid",
+    "schema_versions",
     "tree_root",
     "verify_consistency",
     "verify_inclusion",

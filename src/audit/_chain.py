@@ -233,14 +233,21 @@ def make_run_record(
 
     Raises:
         AuditError: ``run.policy_source_sha256`` is not the SHA-256 of
-            ``run.policy_source`` (the attachment would not match the chain).
+            ``run.policy_source``, or a shadow candidate's ``source_sha256``
+            not that of its source (the attachment would not match the chain).
     """
     if sha256_hex(run.policy_source) != run.policy_source_sha256:
         raise AuditError(
             "RunStart.policy_source_sha256 is not the SHA-256 of policy_source;"
             " the stored policy would not match the run record"
         )
-    return {
+    shadow = run.shadow
+    if shadow is not None and sha256_hex(shadow.source) != shadow.source_sha256:
+        raise AuditError(
+            "RunStart.shadow.source_sha256 is not the SHA-256 of its source;"
+            " the stored candidate policy would not match the run record"
+        )
+    record: dict[str, Any] = {
         "schema": TOPICS[RUN_TOPIC],
         "stamp_ns": run.stamp_ns,
         "run_id": make_uuid7(run.stamp_ns),
@@ -253,3 +260,10 @@ def make_run_record(
         "durability": durability,
         "signing": None if signing is None else dict(signing),
     }
+    if shadow is not None:  # only a run with a shadow candidate has the key (ADR 0031)
+        record["shadow"] = {
+            "policy_id": shadow.policy_id,
+            "policy_sha256": shadow.policy_sha256,
+            "policy_source_sha256": shadow.source_sha256,
+        }
+    return record

@@ -208,45 +208,44 @@ def _record_predicate(schema: Mapping[str, Any]) -> _Predicate:
     """A record schema as one generated function: each field's test inline, no call per field.
 
     The same rule as `_compile` (a closed object, every required field there,
-    each field of its own form; an optional field, ADR 0032, tested when
-    present); a field whose form is not one of `_inline`'s shapes is tested
-    by its `_compile` closure. Generated once, at import,
-    from the schema alone: no record's text ever reaches the generated code.
+    each field of its own form, an optional field tested when present); a
+    field whose form is not one of `_inline`'s shapes is tested by its
+    `_compile` closure. Generated once, at import, from the schema alone: no
+    record's text ever reaches the generated code.
     """
     properties: Mapping[str, Any] = schema["properties"]
+    required = frozenset(schema["required"])
+    optional = [key for key in properties if key not in required]
     if (
         set(schema) - {"$schema", "title", "description"}
         != {"type", "properties", "required", "additionalProperties"}
         or _allowed(schema["type"]) != _MAPPINGS
         or schema["additionalProperties"] is not False
-        or not frozenset(schema["required"]) <= frozenset(properties)
+        or not required <= frozenset(properties)
     ):
         return _compile(schema)  # pragma: no cover - every ghost record schema has this shape
-    required = frozenset(schema["required"])
     names: dict[str, object] = {
         "_MAPPINGS": _MAPPINGS,
         "_KEYS": required,
         "_ALL": frozenset(properties),
-        "_ABSENT": object(),
     }
-    lines = [
-        "def check(record):",
-        "    if type(record) not in _MAPPINGS:",
-        "        return False",
-        "    keys = record.keys()",
-        # The usual record holds exactly the required fields: one comparison decides.
-        "    if keys != _KEYS and not (_KEYS <= keys and keys <= _ALL):",
-        "        return False",
-    ]
+    lines = ["def check(record):", "    if type(record) not in _MAPPINGS:", "        return False"]
+    if optional:  # the exact key set is the common case: one comparison
+        lines += [
+            "    keys = record.keys()",
+            "    if keys != _KEYS and not (_KEYS <= keys <= _ALL):",
+            "        return False",
+        ]
+    else:
+        lines += ["    if record.keys() != _KEYS:", "        return False"]
     for number, (key, sub) in enumerate(properties.items()):
-        test = _inline(sub, number, names)
-        if key in required:
-            lines.append(f"    value = record[{key!r}]")
-            lines.append(f"    if not ({test}):")
-        else:
-            lines.append(f"    value = record.get({key!r}, _ABSENT)")
-            lines.append(f"    if value is not _ABSENT and not ({test}):")
-        lines.append("        return False")
+        indent = "    "
+        if key not in required:
+            lines.append(f"    if {key!r} in record:")
+            indent = "        "
+        lines.append(f"{indent}value = record[{key!r}]")
+        lines.append(f"{indent}if not ({_inline(sub, number, names)}):")
+        lines.append(f"{indent}    return False")
     lines.append("    return True")
     exec("\n".join(lines), names)  # noqa: S102 - our own schemas' text, built above
     check: _Predicate = names["check"]  # type: ignore[assignment]

@@ -221,7 +221,9 @@ class McapAuditSink:
             return self._recorder.head_sha256
 
     def open_run(self, run: RunStart) -> None:
-        """Write the policy source attachment, the ``/run`` record (``seq`` 0) and a checkpoint.
+        """Write the policy source attachment(s), the ``/run`` record (``seq`` 0) and a checkpoint.
+
+        A run with a shadow candidate (``run.shadow``) attaches its source as well.
 
         In every mode they are handed to the operating system before this returns.
 
@@ -458,6 +460,16 @@ class McapAuditSink:
                     media_type=self._policy.policy_source_media_type,
                     data=self._policy.policy_source,
                 )
+                shadow = self._policy.shadow
+                # A shadow candidate's source too (ADR 0031), unless it is the same bytes.
+                if shadow is not None and shadow.source_sha256 != self._policy.policy_source_sha256:
+                    self._writer.add_attachment(
+                        create_time=0,
+                        log_time=self._policy.stamp_ns,
+                        name=shadow.source_name,
+                        media_type=shadow.source_media_type,
+                        data=shadow.source,
+                    )
                 self._position = self._file.tell()
             self._writer.add_message(
                 channel_id=self._channel_ids[linked.topic],

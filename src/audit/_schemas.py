@@ -5,12 +5,17 @@ MCAP channel of its topic carries the same JSON Schema (``encoding="jsonschema"`
 so that Foxglove and the ``mcap`` tools can show the records. Every schema
 closes its objects (``additionalProperties: false``) and requires every field
 it lists: a record always writes its nullable fields as ``null``, never omits
-them, so two writers cannot disagree about what an absent field means. The
-one kind of exception is a field added after a schema's first release
-(``limits`` on an assessment, ADR 0032): it is optional, written only when it
-has something to say, so that the records of a run that never used it keep
-their bytes. A file made before such a field was added carries the schema's
-earlier form, which the verifier still accepts (`EARLIER_SCHEMA_DATA`).
+them, so two writers cannot disagree about what an absent field means.
+
+The one exception is a field added to a schema after records of it were
+written, where writing it always would change every record's bytes (and
+content address) for gates that do not use it: such a field is optional,
+and its absence has one documented meaning. So far: ``shadow`` on
+``ghost.assessment/1`` and ``ghost.run/1`` (ADR 0031), absent when the gate
+has no shadow; ``limits`` on ``ghost.assessment/1`` (ADR 0032), absent when
+no limited rule asked a counter. A file made before such fields were added
+carries the schema without them, which ``ghost verify`` still accepts
+(`schema_versions`).
 
 Records hold only JSON's exact types (strings, integers, booleans, null,
 arrays, objects); times and durations are integer nanoseconds.
@@ -25,12 +30,12 @@ from typing import Any, Final
 from runtime import canonical_bytes
 
 __all__ = [
-    "EARLIER_SCHEMA_DATA",
     "MESSAGE_ENCODING",
     "SCHEMAS",
     "SCHEMA_ENCODING",
     "TOPICS",
     "schema_data",
+    "schema_versions",
 ]
 
 SCHEMA_ENCODING: Final = "jsonschema"
@@ -76,12 +81,20 @@ _CHECKPOINT_NOTE: Final = {
 def _object(
     properties: Mapping[str, Any], optional: Mapping[str, Any] | None = None
 ) -> dict[str, Any]:
+    # `optional`: fields a record may lack (see the module docstring), listed after the rest.
     return {
         "type": "object",
         "properties": {**properties, **(optional or {})},
         "required": sorted(properties),
         "additionalProperties": False,
     }
+
+
+def _without_optional(schema: Mapping[str, Any]) -> dict[str, Any]:
+    """``schema`` as it was before its optional fields were added (the bytes earlier runs carry)."""
+    required = set(schema["required"])
+    properties = {key: sub for key, sub in schema["properties"].items() if key in required}
+    return {**schema, "properties": properties}
 
 
 def _array_of(properties: Mapping[str, Any]) -> dict[str, Any]:
@@ -140,54 +153,76 @@ _RUN = _record_schema(
             ]
         },
     },
+    # A run with a shadow candidate (ADR 0031): its identity, and the attachment
+    # holding its source, bound to the chain as policy_source_sha256 binds the policy's.
+    optional={
+        "shadow": _object(
+            {"policy_id": _STRING, "policy_sha256": _SHA256, "policy_source_sha256": _SHA256}
+        )
+    },
 )
 
-_ASSESSMENT_FIELDS: Final[Mapping[str, Any]] = {
-    "decision_id": _UUID,
-    "agent": _STRING,
-    "verb": _STRING,
-    "resource": _STRING,
-    # Null when the arguments have no canonical form (too deep, cyclic): the
-    # action is denied, and `errors` names why.
-    "args_sha256": _SHA256_OR_NULL,
-    "policy_id": _STRING,
-    "policy_sha256": _SHA256,
-    "matched_rules": _array_of({"id": _STRING, "effect": _EFFECT}),
-    "findings": _array_of({"detector": _STRING, "path": _STRING, "fingerprint": _STRING}),
-    "narrowings": _array_of(
-        {"rule": _STRING, "kind": {"enum": ["clamp", "keep", "set", "within"]}, "path": _STRING}
-    ),
-    "errors": {"type": "array", "items": _STRING},
-    "stage_ns": _object({"policy": _NS, "narrow": _NS, "scrub": _NS}),
-    "trace_id": _TRACE_ID,
-    "span_id": _SPAN_ID,
-    "parent_span_id": {"type": ["string", "null"], "pattern": "^[0-9a-f]{16}$"},
-}
 _DECIMAL: Final = {"type": "string", "pattern": "^(0|[1-9][0-9]*)(\\.[0-9]{0,5}[1-9])?$"}
-_ASSESSMENT_OPTIONAL: Final[Mapping[str, Any]] = {
-    # What each limited rule's counter held, in the order they were asked (ADR 0032);
-    # present only when a check asked a counter.
-    "limits": _array_of(
-        {
-            "rule": _STRING,
-            # HMAC-SHA256 of the key's values under the gate's fingerprint key.
-            "key": _SHA256,
-            "window_s": _SIZE,
-            "measure": {"enum": ["count", "sum"]},
-            # Exact decimal text: counts, or sums to six decimal places.
-            "used": _DECIMAL,
-            "amount": _DECIMAL,
-            "max": _DECIMAL,
-            "exceeded": {"type": "boolean"},
-            "reserved": {"type": "boolean"},
-        }
-    )
-}
-_ASSESSMENT_DESCRIPTION: Final = (
-    "What the gate saw and concluded about one action before its verdict."
-)
 _ASSESSMENT = _record_schema(
-    "ghost.assessment/1", _ASSESSMENT_DESCRIPTION, _ASSESSMENT_FIELDS, _ASSESSMENT_OPTIONAL
+    "ghost.assessment/1",
+    "What the gate saw and concluded about one action before its verdict.",
+    {
+        "decision_id": _UUID,
+        "agent": _STRING,
+        "verb": _STRING,
+        "resource": _STRING,
+        # Null when the arguments have no canonical form (too deep, cyclic): the
+        # action is denied, and `errors` names why.
+        "args_sha256": _SHA256_OR_NULL,
+        "policy_id": _STRING,
+        "policy_sha256": _SHA256,
+        "matched_rules": _array_of({"id": _STRING, "effect": _EFFECT}),
+        "findings": _array_of({"detector": _STRING, "path": _STRING, "fingerprint": _STRING}),
+        "narrowings": _array_of(
+            {"rule": _STRING, "kind": {"enum": ["clamp", "keep", "set", "within"]}, "path": _STRING}
+        ),
+        "errors": {"type": "array", "items": _STRING},
+        "stage_ns": _object({"policy": _NS, "narrow": _NS, "scrub": _NS}),
+        "trace_id": _TRACE_ID,
+        "span_id": _SPAN_ID,
+        "parent_span_id": {"type": ["string", "null"], "pattern": "^[0-9a-f]{16}$"},
+    },
+    # What the shadow -- a candidate, or the policy's shadow rules -- would have
+    # decided (ADR 0031); absent when the gate has no shadow. No argument value.
+    optional={
+        # What each limited rule's counter held, in the order they were asked (ADR 0032);
+        # present only when a check asked a counter.
+        "limits": _array_of(
+            {
+                "rule": _STRING,
+                # HMAC-SHA256 of the key's values under the gate's fingerprint key.
+                "key": _SHA256,
+                "window_s": _SIZE,
+                "measure": {"enum": ["count", "sum"]},
+                # Exact decimal text: counts, or sums to six decimal places.
+                "used": _DECIMAL,
+                "amount": _DECIMAL,
+                "max": _DECIMAL,
+                "exceeded": {"type": "boolean"},
+                "reserved": {"type": "boolean"},
+            }
+        ),
+        "shadow": _object(
+            {
+                "mode": {"enum": ["candidate", "rules"]},
+                "policy_id": _STRING,
+                "policy_sha256": _SHA256,
+                "verdict": _VERDICT,
+                "matched_policy": _STRING_OR_NULL,
+                "matched_rules": _array_of({"id": _STRING, "effect": _EFFECT}),
+                # The arguments the shadow would have run; null for deny.
+                "executed_args_sha256": _SHA256_OR_NULL,
+                # Why the shadow could not be evaluated (its verdict is then deny).
+                "error": _STRING_OR_NULL,
+                "eval_ns": _NS,
+            }
+        ),
+    },
 )
 
 _DECISION = _record_schema(
@@ -282,22 +317,13 @@ TOPICS: Final[Mapping[str, str]] = MappingProxyType(
 _SCHEMA_DATA: Final[Mapping[str, bytes]] = MappingProxyType(
     {name: canonical_bytes(schema) for name, schema in SCHEMAS.items()}
 )
-
-EARLIER_SCHEMA_DATA: Final[Mapping[str, tuple[bytes, ...]]] = MappingProxyType(
+# Each schema's bytes now and, when it gained optional fields since, before them.
+_SCHEMA_VERSIONS: Final[Mapping[str, tuple[bytes, ...]]] = MappingProxyType(
     {
-        # Before its optional ``limits`` (ADR 0032): the form runs made until then carry.
-        "ghost.assessment/1": (
-            canonical_bytes(
-                _record_schema("ghost.assessment/1", _ASSESSMENT_DESCRIPTION, _ASSESSMENT_FIELDS)
-            ),
-        ),
+        name: tuple(dict.fromkeys((_SCHEMA_DATA[name], canonical_bytes(_without_optional(schema)))))
+        for name, schema in SCHEMAS.items()
     }
 )
-"""Schema name -> the bytes of its earlier forms, which files made before still carry.
-
-Each earlier form accepts a subset of the records the current one does, so a
-record is checked against the current schema whatever form its file carries.
-"""
 
 
 def schema_data(name: str) -> bytes:
@@ -310,3 +336,17 @@ def schema_data(name: str) -> bytes:
         KeyError: ``name`` is not a ghost schema.
     """
     return _SCHEMA_DATA[name]
+
+
+def schema_versions(name: str) -> tuple[bytes, ...]:
+    """Return every form of schema ``name`` a ghost file may carry, the current one first.
+
+    A schema that gained an optional field (module docstring) was carried
+    without it by the runs written before: those bytes are the same schema,
+    and their records are valid under the current one. ``ghost verify``
+    accepts each of them.
+
+    Raises:
+        KeyError: ``name`` is not a ghost schema.
+    """
+    return _SCHEMA_VERSIONS[name]

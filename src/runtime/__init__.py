@@ -74,7 +74,8 @@ from runtime._limit import LimitSpec
 from runtime._policy import ApprovalSpec, Policy, Rule, ScrubSettings
 from runtime._resource import canonical_resource
 from runtime._scrub import Finding, Scrubber, ScrubLimitExceeded, ScrubResult
-from runtime._sink import AuditSink, RunStart
+from runtime._shadow_rules import ShadowRulesView
+from runtime._sink import AuditSink, RunStart, ShadowPolicy
 from runtime._traceparent import TraceParent, parse_traceparent, parse_tracestate
 from runtime._verdict import Effect, RuntimeVerdict
 from runtime._version import SDK_VERSION
@@ -135,6 +136,8 @@ __all__ = [
     "ScrubResult",
     "ScrubSettings",
     "Scrubber",
+    "ShadowPolicy",
+    "ShadowRulesView",
     "SqliteApprovalStore",
     "SqliteCounterStore",
     "StrictJSONError",

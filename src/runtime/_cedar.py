@@ -19,7 +19,11 @@ annotations give:
   the TOML loader itself, so both formats accept exactly the same narrowings,
   approval terms and limits;
 * ``@id("...")`` is the rule id recorded as ``matched_policy`` (default: Cedar's
-  positional id, ``policy0``, ``policy1``, … — which moves when statements do).
+  positional id, ``policy0``, ``policy1``, … — which moves when statements do);
+* ``@ghost_shadow`` (or ``@ghost_shadow("true")``) marks a statement evaluated
+  but not enforced, as ``shadow = true`` does a TOML rule (ADR 0031): its
+  satisfaction — and an error in it — never changes the verdict, and the gate
+  records what the policy would have decided with it enforced.
 
 A ``ghost_*`` annotation not listed here, a template, a duplicate id or a
 ``deny`` written as ``@ghost_effect`` on a ``permit`` is a `PolicyError`.
@@ -54,6 +58,7 @@ from runtime._frozen import plain_copy
 from runtime._policy_load import ScrubSettings, load_policy
 from runtime._resource import canonical_resource
 from runtime._rule import Rule
+from runtime._shadow_rules import ShadowRulesView
 from runtime._verdict import Effect
 
 __all__ = ["CEDAR_MEDIA_TYPE", "CedarPolicy"]
@@ -72,6 +77,7 @@ _VALUE_ANNOTATIONS: Final = {
     "ghost_approval_approvers": ("approval", "approvers"),
     "ghost_scrub_exempt": ("scrub_exempt", None),
     "ghost_limit": ("limit", None),
+    "ghost_shadow": ("shadow", None),
 }
 _ANNOTATIONS: Final = frozenset({"ghost_effect", *_VALUE_ANNOTATIONS})
 _POSITIONAL: Final = re.compile(r"policy([0-9]+)")
@@ -111,6 +117,7 @@ class CedarPolicy(SealedPolicy):
         "_evaluation",
         "_mapping",
         "_schema",
+        "_shadowed",
         "default",
         "policy_id",
         "policy_sha256",
@@ -164,6 +171,7 @@ class CedarPolicy(SealedPolicy):
             key: (index, rule)
             for index, ((key, _), rule) in enumerate(zip(statements, self.rules, strict=True))
         }
+        self._shadowed = any(rule.shadow for rule in self.rules)
         self._mapping: CedarMapping = convention_request if mapping is None else mapping
         self._authorize = cedarpy.is_authorized
         try:
@@ -243,29 +251,54 @@ class CedarPolicy(SealedPolicy):
     ) -> tuple[Rule, ...]:
         """The rules whose Cedar statements the action satisfies, in file order.
 
+        Statements marked ``@ghost_shadow`` are left out, and so is an error in
+        one of them: they are not enforced (`with_shadow_rules` counts them).
+
         Raises:
             AmbiguousResource: the resource cannot be canonicalised.
             CedarValueError: the action holds a value Cedar cannot represent.
-            CedarEvaluationError: Cedar reported an error (for any statement), or
-                no decision; or a custom mapping returned something else than a
-                `CedarRequest`.
+            CedarEvaluationError: Cedar reported an error (for any enforced
+                statement), or no decision; or a custom mapping returned
+                something else than a `CedarRequest`.
         """
+        return self._match(agent, verb, resource, args, with_shadow=False)
+
+    def with_shadow_rules(self) -> ShadowRulesView | None:
+        """This policy with its ``@ghost_shadow`` statements enforced, or None without any.
+
+        The gate derives, from the view, what the policy would have decided with
+        them enforced, and records it beside the verdict (ADR 0031).
+        """
+        if not self._shadowed:
+            return None
+
+        def matching(
+            agent: str, verb: str, resource: str, args: Mapping[str, Any]
+        ) -> tuple[Rule, ...]:
+            return self._match(agent, verb, resource, args, with_shadow=True)
+
+        return ShadowRulesView(self, matching)
+
+    def _match(
+        self, agent: str, verb: str, resource: str, args: Mapping[str, Any], *, with_shadow: bool
+    ) -> tuple[Rule, ...]:
         canonical = canonical_resource(resource)
         encoded = encode_request(self._mapping(agent, verb, canonical, args))
         answer = self._authorize(encoded.request, self._evaluation, encoded.entities, self._schema)
         diagnostics = answer.diagnostics
-        errors = diagnostics.errors
-        if errors:
-            failed = _FAILED.match(errors[0])
-            entry = self._by_position.get(failed.group(1)) if failed is not None else None
+        by_position = self._by_position
+        for message in diagnostics.errors:
+            failed = _FAILED.match(message)
+            entry = by_position.get(failed.group(1)) if failed is not None else None
             if entry is None:
                 raise CedarEvaluationError("the request was refused")
-            raise CedarEvaluationError("its evaluation failed", entry[1].id)
+            if with_shadow or not entry[1].shadow:
+                raise CedarEvaluationError("its evaluation failed", entry[1].id)
         if answer.decision.value == "NoDecision":
             raise CedarEvaluationError("no decision was returned")
-        by_position = self._by_position
         # A KeyError (a statement Cedar names that was not loaded) denies too.
-        return tuple(rule for _, rule in sorted(by_position[key] for key in diagnostics.reasons))
+        ordered = sorted(by_position[key] for key in diagnostics.reasons)
+        return tuple(rule for _, rule in ordered if with_shadow or not rule.shadow)
 
 
 def _read(path: Path, origin: str) -> str:
@@ -366,7 +399,9 @@ def _rule_table(key: str, body: Mapping[str, Any], origin: str) -> dict[str, Any
     table["effect"] = effect
     for name, text in ghost.items():
         key_name, sub = _VALUE_ANNOTATIONS[name]
-        value = _toml_value(text, rule_id, name, origin)
+        # A bare ``@ghost_shadow`` (no value: null in Cedar's JSON) means true.
+        shadow_flag = name == "ghost_shadow" and text is None
+        value = True if shadow_flag else _toml_value(text, rule_id, name, origin)
         if sub is None:
             table[key_name] = value
         else:

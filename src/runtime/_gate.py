@@ -11,6 +11,10 @@ Order inside `Gate.check`, all of it inside the fail-closed boundary:
    and the arguments that will run;
 5. read the clock again: that difference is ``latency_ns``;
 6. end the span (a failure there denies too);
+6a. with a shadow (``Gate(shadow=...)`` or shadow rules, ADR 0031), derive the
+   shadow verdict from the same snapshot (`Shadow.evaluate`, which never
+   raises): the enforced outcome is final by then, and ``latency_ns`` is the
+   time to it;
 7. write the assessment and the decision to the sink. A sink failure raises
    `AuditError`: the caller gets no decision, so the action cannot run unaudited;
 8. for ``pending``, register the decision (by its content address) with the
@@ -57,7 +61,8 @@ from runtime._ids import make_uuid7
 from runtime._logging import get_event_log
 from runtime._recorded import RecordedText, type_name
 from runtime._scrub import Scrubber
-from runtime._sink import AppendPair, AuditSink, RunStart
+from runtime._shadow_mode import Shadow, make_shadow
+from runtime._sink import AppendPair, AuditSink, RunStart, ShadowPolicy
 from runtime._snapshot import ActionSnapshot, Snapshotter, ToData
 from runtime._tracing import DecisionTrace, Tracing, span_attributes
 from runtime._verdict import RuntimeVerdict
@@ -141,6 +146,11 @@ class Gate:
         counters: where the budgets of limited rules are counted (default: a
             fresh `MemoryCounterStore`; a `SqliteCounterStore` survives restarts
             and is shared by the processes of a host). Reached as `counters`.
+        shadow: a candidate `PolicyBackend` evaluated beside ``policy`` on every
+            action and never enforced (ADR 0031): its verdict, determining rule
+            and hash go into the assessment's ``shadow`` object, and its source
+            is attached to the run. Without it, a policy's own ``shadow = true``
+            rules are what is shadowed; with it, they are not recorded.
 
     If the sink offers ``on_close(callback)`` (both of ``audit``'s sinks do), the
     gate registers its approval queue there, so that expiries due by then are
@@ -151,8 +161,8 @@ class Gate:
             held unrecorded (from an earlier run) could not be recorded.
         ValueError: ``max_name_chars`` is not a positive integer, or
             ``approval_poll_s`` is not a positive finite number of seconds.
-        TypeError: ``policy`` is not a `PolicyBackend`, ``to_data`` is not callable,
-            ``approvals`` is not an `ApprovalStore`, ``counters`` is not a
+        TypeError: ``policy`` or ``shadow`` is not a `PolicyBackend`, ``to_data`` is not
+            callable, ``approvals`` is not an `ApprovalStore`, ``counters`` is not a
             `CounterStore`, or ``span_arguments`` is not a bool.
     """
 
@@ -165,6 +175,7 @@ class Gate:
         "_policy",
         "_recorded",
         "_scrubber",
+        "_shadow",
         "_sink",
         "_snapshotter",
         "_span_arguments",
@@ -185,6 +196,7 @@ class Gate:
         approval_poll_s: float = DEFAULT_APPROVAL_POLL_S,
         span_arguments: bool = False,
         counters: CounterStore | None = None,
+        shadow: PolicyBackend | None = None,
     ) -> None:
         if (
             type(approval_poll_s) not in (int, float)
@@ -214,10 +226,11 @@ class Gate:
         self._clock: Clock = clock if clock is not None else SystemClock()
         self._tracing = Tracing(tracer_provider)
         settings = policy.scrub
+        key = fingerprint_key if fingerprint_key is not None else os.urandom(32)
         self._scrubber = Scrubber(
             detectors=settings.detectors,
             block=settings.block,
-            fingerprint_key=fingerprint_key if fingerprint_key is not None else os.urandom(32),
+            fingerprint_key=key,
             max_depth=settings.max_depth,
             max_bytes=settings.max_bytes,
         )
@@ -234,6 +247,17 @@ class Gate:
             policy.policy_id, counter_store, self._clock, self._scrubber.fingerprint
         )
         self._limited = any(rule.limit is not None for rule in policy.rules)
+        self._shadow: Shadow | None = make_shadow(
+            policy,
+            shadow,
+            scrubber=self._scrubber,
+            fingerprint_key=key,
+            recorded=self._recorded,
+            now_ns=self._clock.monotonic_ns,
+            budgets=lambda namespace: Budgets(
+                namespace, counter_store, self._clock, self._scrubber.fingerprint
+            ),
+        )
         run = RunStart(
             policy_id=policy.policy_id,
             policy_sha256=policy.policy_sha256,
@@ -243,6 +267,16 @@ class Gate:
             policy_source_sha256=policy.source_sha256,
             sdk_version=SDK_VERSION,
             stamp_ns=self._clock.time_ns(),
+            shadow=None
+            if shadow is None
+            else ShadowPolicy(
+                policy_id=shadow.policy_id,
+                policy_sha256=shadow.policy_sha256,
+                source=shadow.source,
+                source_name=shadow.source_name,
+                source_media_type=shadow.source_media_type,
+                source_sha256=shadow.source_sha256,
+            ),
         )
         try:
             sink.open_run(run)
@@ -278,6 +312,12 @@ class Gate:
     def counters(self) -> CounterStore:
         """Where this gate counts the budgets of limited rules (ADR 0032)."""
         return self._budgets.store
+
+    @property
+    def shadow(self) -> PolicyBackend | None:
+        """What this gate evaluates in shadow: the candidate, the policy with its shadow
+        rules enforced, or None (ADR 0031)."""
+        return None if self._shadow is None else self._shadow.backend
 
     @property
     def approvals(self) -> ApprovalQueue:
@@ -361,6 +401,11 @@ class Gate:
             executed_sha256 = None
         if trace.rejected is not None:
             _log.warning("ghost.traceparent_rejected", decision_id=decision_id, why=trace.rejected)
+        shadow = (
+            None
+            if self._shadow is None
+            else self._shadow.evaluate(snapshot, args_sha256, decision_id)
+        )
         try:
             decision = self._record(
                 names,
@@ -371,6 +416,7 @@ class Gate:
                 _Hashes(args_sha256, executed_sha256),
                 errors,
                 limit_check,
+                shadow,
             )
         except BaseException:
             if limit_check is not None:  # nothing runs: release what was reserved
@@ -497,6 +543,7 @@ class Gate:
         hashes: _Hashes,
         errors: list[str],
         limit_check: LimitCheck | None = None,
+        shadow: dict[str, object] | None = None,
     ) -> Decision:
         policy = self._policy
         recorded = self._recorded
@@ -526,6 +573,8 @@ class Gate:
             "parent_span_id": trace.parent_span_id,
             **limit_records(limit_check),  # only for a check that asked a counter
         }
+        if shadow is not None:  # only a shadowed gate's records have the key (ADR 0031)
+            assessment["shadow"] = shadow
 
         def decision_record(assessment_sha256: str) -> dict[str, object]:
             return {

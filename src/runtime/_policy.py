@@ -6,7 +6,9 @@ field by field (`runtime._policy_load`) and build the rules, whose terms are
 frozen: changing the mapping afterwards, or anything nested in it, changes
 nothing, and ``policy_sha256`` is the content address of that copy. Rules are
 indexed by literal verb once, so a check looks only at the rules that can
-match its verb (`Policy.candidate_rules`).
+match its verb (`Policy.candidate_rules`). Rules marked ``shadow = true``
+are left out of that index: the policy never matches them; its
+`with_shadow_rules` view, indexed over every rule, does (ADR 0031).
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from runtime._policy_load import ScrubSettings, load_policy
 from runtime._resource import canonical_resource
 from runtime._rule import ApprovalSpec, Rule
 from runtime._rule_index import RuleIndex
+from runtime._shadow_rules import ShadowRulesView
 from runtime._verdict import Effect
 
 __all__ = ["ApprovalSpec", "Policy", "Rule", "ScrubSettings"]
@@ -44,6 +47,7 @@ class Policy(SealedPolicy):
 
     __slots__ = (
         "_index",
+        "_shadow_index",
         "default",
         "policy_id",
         "policy_sha256",
@@ -83,8 +87,11 @@ class Policy(SealedPolicy):
         self.source_name = source_name
         self.source_media_type = source_media_type
         self.source_sha256 = sha256_hex(self.source)
-        # Indexed once, so that a check only asks the rules that can match it.
-        self._index = RuleIndex(self.rules)
+        # Indexed once, so that a check only asks the rules that can match it. Shadow
+        # rules are not enforced: only the view of `with_shadow_rules` indexes them.
+        enforced = tuple(rule for rule in self.rules if not rule.shadow)
+        self._index = RuleIndex(enforced)
+        self._shadow_index = None if enforced == self.rules else RuleIndex(self.rules)
 
     @classmethod
     def from_toml(cls, path: str | Path) -> Policy:
@@ -160,6 +167,28 @@ class Policy(SealedPolicy):
             for rule in self._index.candidates(verb, canonical)
             if rule.matches(agent, verb, canonical, args)
         )
+
+    def with_shadow_rules(self) -> ShadowRulesView | None:
+        """This policy with its ``shadow = true`` rules enforced, or None when it has none.
+
+        The gate derives, from the view, what the policy would have decided with
+        its shadow rules enforced, and records it beside the verdict (ADR 0031).
+        """
+        index = self._shadow_index
+        if index is None:
+            return None
+
+        def matching(
+            agent: str, verb: str, resource: str, args: Mapping[str, Any]
+        ) -> tuple[Rule, ...]:
+            canonical = canonical_resource(resource)
+            return tuple(
+                rule
+                for rule in index.candidates(verb, canonical)
+                if rule.matches(agent, verb, canonical, args)
+            )
+
+        return ShadowRulesView(self, matching)
 
 
 def _copy(data: object, origin: str) -> Any:

@@ -36,7 +36,7 @@ MAX_SCRUB_DEPTH: Final = 256
 _TOP_KEYS: Final = frozenset({"policy_id", "description", "default", "rules", "scrub"})
 _RULE_KEYS: Final = frozenset(
     {"id", "description", "agents", "verbs", "resources", "effect", "when", "narrow",
-     "approval", "scrub_exempt", "limit"}
+     "approval", "scrub_exempt", "limit", "shadow"}
 )  # fmt: skip
 _NARROW_KEYS: Final = frozenset({"clamp", "keep", "set", "within"})
 _APPROVAL_KEYS: Final = frozenset({"timeout_s", "approvers"})
@@ -202,6 +202,9 @@ class _Parser:
             self.approval(raw.get("approval", {}), rule_id) if effect is Effect.APPROVAL else None
         )
         limit = self.limit(raw["limit"], rule_id, effect) if "limit" in raw else None
+        shadow = raw.get("shadow", False)
+        if type(shadow) is not bool:
+            raise self.fail("must be true or false", rule=rule_id, field="shadow")
         return Rule(
             id=rule_id,
             effect=effect,
@@ -214,6 +217,7 @@ class _Parser:
             scrub_exempt=exempt,
             description=self.optional_text(raw, "description", rule_id),
             limit=limit,
+            shadow=shadow,
         )
 
     def path(self, key: object, rule: str, field: str) -> tuple[str, ...]:

@@ -46,6 +46,9 @@ class Rule:
         description: free text.
         limit: a budget or rate (ADR 0032): the rule then matches only when the
             action would exceed it (`runtime._budget`).
+        shadow: evaluated but not enforced (``shadow = true``, ADR 0031): the
+            policy never counts it among an action's matched rules; the gate
+            records what the policy would have decided with it enforced.
 
     Raises (on construction):
         GlobError: a glob is malformed.
@@ -62,6 +65,7 @@ class Rule:
     scrub_exempt: tuple[str, ...] = ()
     description: str = ""
     limit: LimitSpec | None = None
+    shadow: bool = False
     _agents: GlobSet = field(init=False, repr=False, compare=False)
     _verbs: GlobSet = field(init=False, repr=False, compare=False)
     _resources: GlobSet = field(init=False, repr=False, compare=False)

@@ -10,12 +10,33 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
-__all__ = ["AppendPair", "AuditSink", "RunStart"]
+__all__ = ["AppendPair", "AuditSink", "RunStart", "ShadowPolicy"]
 
 AppendPair = Callable[
     [str, Mapping[str, Any], str, Callable[[str], Mapping[str, Any]]], tuple[str, str]
 ]
 """A sink's optional ``append_pair(topic, record, then_topic, then)`` (see `AuditSink`)."""
+
+
+@dataclass(frozen=True, slots=True)
+class ShadowPolicy:
+    """The candidate policy a gate evaluates in shadow (``Gate(shadow=...)``, ADR 0031).
+
+    Attributes:
+        policy_id: the candidate's declared id.
+        policy_sha256: its content address.
+        source: its source exactly as loaded, attached to the run beside the
+            enforced policy's, so the run is self-contained.
+        source_name, source_media_type: a file name and media type for it.
+        source_sha256: SHA-256 hex of ``source``.
+    """
+
+    policy_id: str
+    policy_sha256: str
+    source: bytes
+    source_name: str
+    source_media_type: str
+    source_sha256: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,6 +53,8 @@ class RunStart:
         policy_source_sha256: SHA-256 hex of ``policy_source``.
         sdk_version: the ghost-sdk version that made the decisions.
         stamp_ns: wall-clock time the gate was built.
+        shadow: the candidate evaluated in shadow, or None (no candidate; a
+            policy's own shadow rules are in its source already).
     """
 
     policy_id: str
@@ -42,6 +65,7 @@ class RunStart:
     policy_source_sha256: str
     sdk_version: str
     stamp_ns: int
+    shadow: ShadowPolicy | None = None
 
 
 @runtime_checkable

@@ -40,7 +40,7 @@ from audit import (
     leaf_hash,
     parse_note,
 )
-from runtime import Action, Decision, Gate, Policy, canonical_bytes, sha256_hex
+from runtime import Action, Decision, Gate, Policy, PolicyBackend, canonical_bytes, sha256_hex
 from runtime.testing import ManualClock
 from tests.runtime.conftest import POLICY
 
@@ -72,16 +72,21 @@ def write_gate_run(
     durability: Durability = "process",
     close: bool = True,
     signing_key: Ed25519PrivateKey | None = None,
+    shadow: PolicyBackend | None = None,
 ) -> GateRun:
     """Write a run with every record type through the real gate and sink.
 
     Records, in order: /run, its checkpoint, five assessment+decision pairs
     (allow, deny, pending, narrow, scrub), one approval of the pending
-    decision, the final checkpoint, /seal. Signed with ``signing_key`` if given.
+    decision, the final checkpoint, /seal. Signed with ``signing_key`` if given;
+    with ``shadow``, a gate evaluating that candidate (ADR 0031), so the /run
+    record and every assessment carry their optional ``shadow`` fields.
     """
     # A still clock: a machine that stalls for a second mid-run adds no time-based checkpoint.
     sink = McapAuditSink(path, durability=durability, signing_key=signing_key, clock=ManualClock())
-    gate = Gate(Policy.from_dict(POLICY), sink=sink, clock=ManualClock(step_ns=1_000))
+    gate = Gate(
+        Policy.from_dict(POLICY), sink=sink, clock=ManualClock(step_ns=1_000), shadow=shadow
+    )
     decisions = tuple(gate.check(action) for action in ACTIONS)
     pending = decisions[2]
     assert pending.decision_sha256 is not None

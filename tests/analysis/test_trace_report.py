@@ -147,7 +147,7 @@ def test_non_ascii_is_kept_as_utf8() -> None:
 
     assert "café ☕".encode() in data
     assert b"\\u" not in data
-    assert b'\n  "analysis_version": 4,\n' in data
+    assert b'\n  "analysis_version": 5,\n' in data
     assert b'\n  "sealed": true,\n' in data
 
 
@@ -194,7 +194,8 @@ def decode_document(document: object) -> DecisionTraceReport:
         ),
         (lambda d: d.update(analysis_version=1), "analysis_version 1; this analyzer reads"),
         (lambda d: d.update(analysis_version=3), "analysis_version 3; this analyzer reads"),
-        (lambda d: d.update(analysis_version=5), "analysis_version 5; this analyzer reads"),
+        (lambda d: d.update(analysis_version=4), "analysis_version 4; this analyzer reads"),
+        (lambda d: d.update(analysis_version=6), "analysis_version 6; this analyzer reads"),
         (lambda d: d["records"][0].pop("trace_id"), r"records\[0\] lacks field.*trace_id"),
         (lambda d: d["records"][0].update(extra=0), r"records\[0\] has unknown field.*extra"),
         (
@@ -314,7 +315,7 @@ def test_decode_refuses_what_is_not_a_report(data: bytes | str, message: str) ->
         ({"per_policy_id_counts": {"ops": -1, "x": 4}}, "non-negative"),
         ({"timestamp_first_ns": 2_000}, "timestamps"),
         ({"timestamp_span_ns": None}, "timestamps"),
-        ({"analysis_version": 3}, "has analysis_version 4, the report 3"),
+        ({"analysis_version": 3}, "has analysis_version 5, the report 3"),
         ({"duplicate_assessment_count": -1}, "must not be negative"),
         ({"source_mcap_sha256": "c" * 63}, "64 lowercase hex"),
     ],

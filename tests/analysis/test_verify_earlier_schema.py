@@ -1,6 +1,6 @@
-"""Runs made before a schema gained an optional field still verify (ADR 0032).
+"""Runs made before a schema gained an optional field still verify (ADRs 0031, 0032).
 
-A file made before the assessment schema gained ``limits`` carries the earlier
+A file made before the assessment schema gained ``limits`` and ``shadow`` carries the earlier
 schema's bytes on its ``/assessments`` channel. The verifier accepts exactly
 those bytes (and the current ones) for that name; any other bytes are still
 an altered schema.
@@ -15,7 +15,7 @@ import pytest
 import audit._mcap_sink as mcap_sink
 from analysis import verify_run
 from audit import McapAuditSink
-from audit._schemas import EARLIER_SCHEMA_DATA, schema_data
+from audit._schemas import schema_data, schema_versions
 from runtime import Action, Gate, Policy
 
 POLICY = {"policy_id": "p", "rules": [{"id": "all", "effect": "allow"}]}
@@ -34,9 +34,11 @@ def _write(path: Path, assessment_bytes: bytes, monkeypatch: pytest.MonkeyPatch)
 def test_a_run_carrying_the_earlier_assessment_schema_is_intact(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    (earlier,) = EARLIER_SCHEMA_DATA["ghost.assessment/1"]
-    assert earlier != schema_data("ghost.assessment/1")
+    current, earlier = schema_versions("ghost.assessment/1")
+    assert current == schema_data("ghost.assessment/1")
+    assert earlier != current
     assert b"limits" not in earlier
+    assert b"shadow" not in earlier
     path = tmp_path / "old.mcap"
     _write(path, earlier, monkeypatch)
     result = verify_run(path)

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-from audit import SCHEMAS, TOPICS, MemoryAuditSink, schema_problems
+from audit import SCHEMAS, TOPICS, MemoryAuditSink, schema_problems, schema_versions
 from audit._schemas import schema_data
 from audit._validate import SUPPORTED_KEYWORDS
 from runtime import canonical_bytes
@@ -38,8 +38,8 @@ EXPECTED_FIELDS = {
     "ghost.checkpoint/1": {"tree_size", "root_hash", "head_sha256", "note"},
 }  # fmt: skip
 COMMON = {"schema", "seq", "prev_sha256", "stamp_ns"}
-# Fields added after a schema's first release: optional, so older records keep their bytes.
-OPTIONAL_FIELDS = {"ghost.assessment/1": {"limits"}}
+# Fields a record may lack, added after records of the schema were written (ADRs 0031, 0032).
+OPTIONAL_FIELDS = {"ghost.run/1": {"shadow"}, "ghost.assessment/1": {"shadow", "limits"}}
 
 
 def _walk(schema: Any) -> list[Mapping[str, Any]]:
@@ -93,12 +93,28 @@ def test_each_schema_lists_exactly_the_agreed_fields(name: str) -> None:
 
 @pytest.mark.parametrize("name", sorted(SCHEMAS))
 def test_every_object_is_closed_and_requires_all_its_fields(name: str) -> None:
-    for sub in _walk(SCHEMAS[name]):
+    top = SCHEMAS[name]
+    for sub in _walk(top):
         assert set(sub) <= SUPPORTED_KEYWORDS, "the validator would ignore a keyword"
         if sub.get("type") == "object":
             assert sub["additionalProperties"] is False
-            optional = OPTIONAL_FIELDS.get(name, set()) if sub is SCHEMAS[name] else set()
+            optional = OPTIONAL_FIELDS.get(name, set()) if sub is top else set()
             assert set(sub["required"]) == set(sub["properties"]) - optional
+
+
+@pytest.mark.parametrize("name", sorted(SCHEMAS))
+def test_schema_versions_are_the_current_bytes_then_those_before_the_optional_fields(
+    name: str,
+) -> None:
+    versions = schema_versions(name)
+    assert versions[0] == schema_data(name)
+    if name not in OPTIONAL_FIELDS:
+        assert versions == (schema_data(name),)
+        return
+    assert len(versions) == 2
+    earlier = json.loads(versions[1])
+    assert set(earlier["properties"]) == EXPECTED_FIELDS[name] | COMMON
+    assert earlier["required"] == sorted(earlier["properties"])
 
 
 @pytest.mark.parametrize("name", sorted(SCHEMAS))

@@ -44,7 +44,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from analysis._cli import main
 from audit import SCHEMAS, TOPICS, Durability, NoteSigner
-from runtime import canonical_bytes, make_uuid7, sha256_hex
+from runtime import Policy, canonical_bytes, make_uuid7, sha256_hex
 from tests.analysis.stored_run import StoredMessage, StoredRun, write_gate_run
 from tests.e2e.test_cli import GHOST_SCRIPT
 
@@ -72,6 +72,13 @@ ONLY_ANCHORS = pytest.mark.xfail(
     reason="an unsigned, unanchored log cannot reveal a cut tail that was re-sealed",
 )
 KEY = Ed25519PrivateKey.generate()
+SHADOW_CANDIDATE = Policy.from_dict(
+    {
+        "policy_id": "candidate",
+        "default": "allow",
+        "rules": [{"id": "no-send", "verbs": ["send"], "effect": "deny"}],
+    }
+)
 
 
 def write_public_key(path: Path, key: Ed25519PrivateKey) -> Path:
@@ -90,10 +97,16 @@ def public_pem(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="module", params=["process", "chunk"])
 def sink_file(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A signed run as the sink wrote it, in each durability mode (each lays files out its way)."""
+    """A signed run as the sink wrote it, in each durability mode (each lays files out its way).
+
+    Its gate has a shadow candidate, so that the optional ``shadow`` fields of /run and
+    of every assessment are there to tamper with too (ADR 0031).
+    """
     mode: Durability = request.param
     directory = tmp_path_factory.mktemp(f"catalog-{mode}")
-    return write_gate_run(directory / "run.mcap", durability=mode, signing_key=KEY).path
+    return write_gate_run(
+        directory / "run.mcap", durability=mode, signing_key=KEY, shadow=SHADOW_CANDIDATE
+    ).path
 
 
 @pytest.fixture(scope="module")

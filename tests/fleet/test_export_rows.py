@@ -36,6 +36,13 @@ DECISION: dict[str, Any] = {
 }
 
 
+ASSESSMENT: dict[str, Any] = {
+    "schema": "ghost.assessment/1",
+    "stamp_ns": 1,
+    "decision_id": "d",
+}
+
+
 def _row(record: dict[str, Any], topic: str = "/decisions") -> dict[str, object] | None:
     columns = {"/decisions": DECISIONS, "/assessments": ASSESSMENTS, "/approvals": APPROVALS}
     return record_row(topic, record, columns[topic], run_id="r", record_sha256="c" * 64)
@@ -66,7 +73,7 @@ def test_a_readable_decision_is_one_row_with_its_values() -> None:
     assert row["stamp"] == row["stamp_ns"] == DECISION["stamp_ns"]
     assert row["run_id"] == "r"
     assert row["record_sha256"] == "c" * 64
-    assert row["schema_version"] == 1
+    assert row["schema_version"] == 2
     assert list(row) == [column.name for column in DECISIONS]
 
 
@@ -160,3 +167,21 @@ def test_any_record_gives_a_row_pyarrow_accepts_or_none(
     for column in columns:
         if column.required:
             assert row[column.name] is not None
+
+
+def test_an_assessments_shadow_is_four_columns_and_null_without_one() -> None:
+    shadow: dict[str, Any] = {
+        "mode": "candidate", "policy_id": "c", "policy_sha256": "b" * 64, "verdict": "deny",
+        "matched_policy": "no-mail", "matched_rules": [], "executed_args_sha256": None,
+        "error": None, "eval_ns": 5,
+    }  # fmt: skip
+    row = _row({**ASSESSMENT, "shadow": shadow}, "/assessments")
+    assert row is not None
+    assert (row["shadow_verdict"], row["shadow_matched_policy"]) == ("deny", "no-mail")
+    assert (row["shadow_policy_sha256"], row["shadow_mode"]) == ("b" * 64, "candidate")
+    forged = _row({**ASSESSMENT, "shadow": {**shadow, "verdict": "maybe"}}, "/assessments")
+    assert forged is not None
+    assert forged["shadow_verdict"] is None  # a closed vocabulary: not a verdict, not kept
+    plain = _row(ASSESSMENT, "/assessments")
+    assert plain is not None
+    assert plain["shadow_verdict"] is plain["shadow_mode"] is None
