@@ -23,6 +23,7 @@ __all__ = [
     "MESSAGE_ENCODING",
     "SCHEMAS",
     "SCHEMA_ENCODING",
+    "SEAL_ENDINGS",
     "TOPICS",
     "schema_data",
 ]
@@ -67,6 +68,22 @@ _CHECKPOINT_NOTE: Final = {
 }
 
 
+_PROCESS_IDENTITY: Final = {
+    "type": "object",
+    "properties": {"pid": _NS, "uid": _NS, "gid": _NS},
+    "required": ["gid", "pid", "uid"],
+    "additionalProperties": False,
+}
+
+SEAL_ENDINGS: Final = ("disconnected", "protocol_error", "daemon_stopped")
+"""Why `ghost audit-daemon` sealed a run its agent did not close (the seal's ``ended``).
+
+``disconnected``: the agent's connection ended without a close (it exited,
+crashed or was killed); ``protocol_error``: the daemon cut a connection that
+broke the wire protocol; ``daemon_stopped``: the daemon was stopped (SIGTERM).
+"""
+
+
 def _object(properties: Mapping[str, Any]) -> dict[str, Any]:
     return {
         "type": "object",
@@ -80,7 +97,12 @@ def _array_of(properties: Mapping[str, Any]) -> dict[str, Any]:
     return {"type": "array", "items": _object(properties)}
 
 
-def _record_schema(name: str, description: str, fields: Mapping[str, Any]) -> dict[str, Any]:
+def _record_schema(
+    name: str,
+    description: str,
+    fields: Mapping[str, Any],
+    optional: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
     # seq 0 is the /run record, whose prev_sha256 is null; every other record links back.
     prev: Mapping[str, Any] = {"type": "null"} if name == "ghost.run/1" else _SHA256
     properties = {
@@ -90,7 +112,12 @@ def _record_schema(name: str, description: str, fields: Mapping[str, Any]) -> di
         "stamp_ns": _NS,
         **fields,
     }
-    return {"$schema": _DRAFT, "title": name, "description": description, **_object(properties)}
+    closed = _object(properties)
+    if optional:
+        # Fields added after records without them were written (ADR 0034): a record
+        # that lacks them is still valid, so every run written before still verifies.
+        closed["properties"] = {**closed["properties"], **optional}
+    return {"$schema": _DRAFT, "title": name, "description": description, **closed}
 
 
 _RUN = _record_schema(
@@ -122,6 +149,10 @@ _RUN = _record_schema(
             ]
         },
     },
+    # Written only by `ghost audit-daemon` (ADR 0034): the daemon process that wrote the
+    # file, and the agent process at the other end of its socket as the kernel names it
+    # (SO_PEERCRED). A run written in-process has neither.
+    optional={"writer": _PROCESS_IDENTITY, "peer": _PROCESS_IDENTITY},
 )
 
 _ASSESSMENT = _record_schema(
@@ -206,6 +237,9 @@ _SEAL = _record_schema(
     "ghost.seal/1",
     "Last record of a cleanly closed run: how many records precede it, and the last one's address.",
     {"record_count": _NS, "head_sha256": _SHA256},
+    # Written only by `ghost audit-daemon` when it seals a run the agent did not close
+    # (ADR 0034): why the run ended. A run the gate closed has no such field.
+    optional={"ended": {"enum": list(SEAL_ENDINGS)}},
 )
 
 
