@@ -68,7 +68,7 @@ def add_audit_daemon_command(
     daemon.add_argument(
         "--group",
         metavar="GROUP",
-        help="a group whose members may connect (socket 0660) and read the runs (0750)",
+        help="a group whose members may connect (socket 0660; the runs stay 0700)",
     )
     daemon.set_defaults(handler=_audit_daemon)
 

@@ -8,9 +8,9 @@ cut and its run sealed, and the others go on.
 
 Access is the file system's: the socket is created mode 0600 (0660 with a
 group, for agents running under another user in that group), the output
-directory 0700 (0750 with a group: members may read the runs, never write
-them). Run under an OS user of its own, the daemon keeps the key and the
-files out of the agent's reach; the kernel's ``SO_PEERCRED`` names each
+directory 0700: only the daemon's user (and root) can open the runs. Run
+under an OS user of its own, the daemon keeps the key and the files out of
+the agent's reach; the kernel's ``SO_PEERCRED`` names each
 peer, and the ``/run`` record keeps it.
 
 `stop` (SIGTERM, SIGINT) stops accepting, lets each connection finish the
@@ -53,14 +53,13 @@ class AuditDaemon:
     Args:
         socket_path: where to listen. A stale socket (no daemon answers on
             it) is replaced; anything else at that path is refused.
-        out_dir: where the runs are written (created mode 0700, or 0750 with
-            ``group``).
+        out_dir: where the runs are written (made mode 0700).
         signing_key: signs every run's checkpoint notes; None: unsigned.
         key_name: the key name in the notes (default from the key id).
         durability: ``"process"`` (acknowledged once handed to the OS) or
             ``"fsync"`` (once on disk).
-        group: a group id that may connect (socket 0660) and read the runs
-            (directory 0750); None: the daemon's user only.
+        group: a group id whose members may connect (socket 0660); None: the
+            daemon's user only. It gives no access to the runs.
         max_frame_bytes: the largest frame accepted; a larger one cuts the
             connection before its body is read.
         checkpoint_every_records: as `McapAuditSink`.
@@ -131,12 +130,9 @@ class AuditDaemon:
             AuditError: the directory or socket cannot be created, or another
                 daemon already answers on the socket.
         """
-        dir_mode = 0o700 if self._group is None else 0o750
         try:
-            self._out_dir.mkdir(parents=True, exist_ok=True, mode=dir_mode)
-            os.chmod(self._out_dir, dir_mode)
-            if self._group is not None:
-                os.chown(self._out_dir, -1, self._group)
+            self._out_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+            os.chmod(self._out_dir, 0o700)
         except OSError as exc:
             raise AuditError(f"cannot prepare the output directory {self._out_dir}: {exc}") from exc
         self._remove_stale_socket()
