@@ -25,6 +25,7 @@ from types import ModuleType
 import structlog
 
 from bench import (
+    audit_daemon,
     audit_log,
     cedar_backend,
     decision,
@@ -46,6 +47,7 @@ MODULES = (
     scrub,
     scrub_peer,
     audit_log,
+    audit_daemon,
     verify,
     fleet,
     long_run,
