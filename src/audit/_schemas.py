@@ -25,6 +25,7 @@ __all__ = [
     "SCHEMA_ENCODING",
     "SEAL_ENDINGS",
     "TOPICS",
+    "accepted_schema_data",
     "schema_data",
 ]
 
@@ -276,6 +277,31 @@ TOPICS: Final[Mapping[str, str]] = MappingProxyType(
 _SCHEMA_DATA: Final[Mapping[str, bytes]] = MappingProxyType(
     {name: canonical_bytes(schema) for name, schema in SCHEMAS.items()}
 )
+
+
+def _without_optional(schema: Mapping[str, Any]) -> dict[str, Any]:
+    required = set(schema["required"])
+    properties = {k: v for k, v in schema["properties"].items() if k in required}
+    return {**schema, "properties": properties}
+
+
+# What ghost wrote in the MCAP schema records before ADR 0034 added optional fields:
+# the same schema without them. Files written then carry these bytes, and still verify.
+_EARLIER_SCHEMA_DATA: Final[Mapping[str, frozenset[bytes]]] = MappingProxyType(
+    {
+        name: frozenset({data, canonical_bytes(_without_optional(SCHEMAS[name]))})
+        for name, data in _SCHEMA_DATA.items()
+    }
+)
+
+
+def accepted_schema_data(name: str) -> frozenset[bytes]:
+    """The schema-record bytes a ghost file may carry for ``name``: today's, and earlier ones.
+
+    Raises:
+        KeyError: ``name`` is not a ghost schema.
+    """
+    return _EARLIER_SCHEMA_DATA[name]
 
 
 def schema_data(name: str) -> bytes:
