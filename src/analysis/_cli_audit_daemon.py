@@ -36,7 +36,7 @@ def add_audit_daemon_command(
     """Add ``audit-daemon`` to the ``ghost`` parser's subcommands (handler in ``handler``)."""
     daemon = commands.add_parser(
         "audit-daemon",
-        help="write gates' audit logs in a process of its own (SocketAuditSink)",
+        help="write and sign audit logs apart from the agents' process",
         description=(
             "Listen on a Unix socket for gates using audit.SocketAuditSink and write each"
             " connection's run to DIR/<run_id>.mcap: the daemon assigns seq and prev_sha256,"
