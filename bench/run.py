@@ -25,6 +25,7 @@ from types import ModuleType
 import structlog
 
 from bench import (
+    audit_daemon,
     audit_log,
     budget,
     cedar_backend,
@@ -50,6 +51,7 @@ MODULES = (
     scrub,
     scrub_peer,
     audit_log,
+    audit_daemon,
     verify,
     fleet,
     long_run,

@@ -53,6 +53,7 @@ from analysis._verify_model import (
     RunProblem,
     RunStatus,
     RunVerification,
+    RunWriter,
     SignatureCheck,
 )
 from runtime import _version
@@ -81,6 +82,7 @@ __all__ = [
     "RunProblem",
     "RunStatus",
     "RunVerification",
+    "RunWriter",
     "SignatureCheck",
     "StatsByKey",
     "analyze_run",

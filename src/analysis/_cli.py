@@ -2,7 +2,8 @@
 ``analysis._cli_summary``), ``report`` (in ``analysis._cli_report``), ``demo``,
 ``keygen``, ``prove``, ``verify-proof``, ``approvals`` (in ``analysis._cli_approvals``),
 ``mcp-proxy`` (in ``analysis._cli_mcp_proxy``), ``export`` (in ``analysis._cli_export``),
-``fleet verify|query|summary`` (in ``analysis._cli_fleet``), ``--version``.
+``fleet verify|query|summary`` (in ``analysis._cli_fleet``), ``audit-daemon`` (in
+``analysis._cli_audit_daemon``), ``--version``.
 
 Exit codes follow SPEC §6 (ADR 0013):
 
@@ -55,6 +56,7 @@ from typing import TYPE_CHECKING, Any, Final, cast
 
 from analysis._cli_approvals import EXIT_REFUSED, add_approval_commands
 from analysis._cli_args import add_run_argument, resolve_run_argument
+from analysis._cli_audit_daemon import add_audit_daemon_command
 from analysis._cli_export import add_export_command
 from analysis._cli_fleet import add_fleet_command
 from analysis._cli_mcp_proxy import EXIT_SERVER_EXITED, add_mcp_proxy_command
@@ -285,6 +287,7 @@ def _make_parser() -> argparse.ArgumentParser:
     add_mcp_proxy_command(commands)
     add_export_command(commands)
     add_fleet_command(commands)
+    add_audit_daemon_command(commands)
     return parser
 
 

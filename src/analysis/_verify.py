@@ -37,9 +37,9 @@ from __future__ import annotations
 import dataclasses
 import os
 from collections import Counter
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from analysis._run_facts import (
     APPROVALS_TOPIC,
@@ -70,6 +70,7 @@ from analysis._verify_model import (
     IntegrityCheck,
     RunProblem,
     RunVerification,
+    RunWriter,
     status_of,
 )
 
@@ -235,7 +236,24 @@ def verify_items(
         signatures=checkpoints.signatures,
         anchors_checked=len(anchors),
         anchors_matched=checkpoints.anchors_matched,
+        writer=_writer(run),
     )
+
+
+def _writer(run: Mapping[str, Any] | None) -> RunWriter | None:
+    """The daemon and agent a ``/run`` record names (ADR 0034), when it names both."""
+    if run is None:
+        return None
+    writer, peer = run.get("writer"), run.get("peer")
+    ids = ("pid", "uid", "gid")
+    if not (isinstance(writer, Mapping) and isinstance(peer, Mapping)):
+        return None
+    found = [writer.get(key) for key in ids] + [peer.get(key) for key in ids]
+    values = [value for value in found if type(value) is int]
+    if len(values) != len(found):
+        return None  # the schema check reports it
+    pid, uid, gid, peer_pid, peer_uid, peer_gid = values
+    return RunWriter(pid, uid, gid, peer_pid, peer_uid, peer_gid)
 
 
 def _schema_problems(channel: LoggedChannel) -> Iterator[RunProblem]:

@@ -36,6 +36,7 @@ __all__ = [
     "RunProblem",
     "RunStatus",
     "RunVerification",
+    "RunWriter",
     "SignatureCheck",
     "status_of",
 ]
@@ -151,6 +152,36 @@ class RunProblem:
 
 
 @dataclass(frozen=True, slots=True)
+class RunWriter:
+    """Who wrote a daemon-written run: the ``/run`` record's ``writer`` and ``peer`` (ADR 0034).
+
+    Attributes:
+        pid: the daemon's process id.
+        uid: the daemon's user id.
+        gid: the daemon's group id.
+        peer_pid: the agent process at the other end of the socket, as the
+            kernel named it (``SO_PEERCRED``).
+        peer_uid: that process's user id.
+        peer_gid: that process's group id.
+    """
+
+    pid: int
+    uid: int
+    gid: int
+    peer_pid: int
+    peer_uid: int
+    peer_gid: int
+
+    @property
+    def summary(self) -> str:
+        """One phrase for a human: the writer, then the agent it wrote for."""
+        return (
+            f"written by ghost audit-daemon (pid {self.pid}, uid {self.uid}) for the agent"
+            f" process pid {self.peer_pid}, uid {self.peer_uid}, gid {self.peer_gid} (SO_PEERCRED)"
+        )
+
+
+@dataclass(frozen=True, slots=True)
 class RunVerification:
     """Everything `verify_run` established about one run.
 
@@ -179,6 +210,8 @@ class RunVerification:
         signatures: against which key the notes' signatures were checked.
         anchors_checked: the anchors given.
         anchors_matched: those that match the file's tree.
+        writer: for a run ``ghost audit-daemon`` wrote, the daemon and the agent
+            process (from ``/run``); None for a run written in-process.
 
     Raises:
         ValueError: the status contradicts the facts (problems, seal,
@@ -203,6 +236,7 @@ class RunVerification:
     signatures: SignatureCheck = SignatureCheck.UNSIGNED
     anchors_checked: int = 0
     anchors_matched: int = 0
+    writer: RunWriter | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "status", RunStatus(self.status))
@@ -273,9 +307,12 @@ class RunVerification:
                     f"; the {count} checkpoint note{'' if count == 1 else 's'} it holds"
                     f" {'is' if count == 1 else 'are'} signed by the key given"
                 )
-            return f"truncated: {records}, {prefix}; {cut}; {self._anchoring()}{signed}"
+            return f"truncated: {records}, {prefix}; {cut}; {self._anchoring()}{signed}{self._by()}"
         anchored = f"; {self._anchoring()}" if self.anchors_checked else ""
-        return f"intact: {records}, {prefix}, sealed; {self._authorship()}{anchored}"
+        return f"intact: {records}, {prefix}, sealed; {self._authorship()}{anchored}{self._by()}"
+
+    def _by(self) -> str:
+        return "" if self.writer is None else f"; {self.writer.summary}"
 
     def _authorship(self) -> str:
         count = self.checkpoint_count

@@ -5,10 +5,12 @@ A gate hands each record to an `AuditSink`; the sinks here chain the records
 write ``/checkpoints`` records whose C2SP notes commit to it (signed with an
 Ed25519 key when given one, and emitted as anchors outside the file), and
 store canonical bytes: `McapAuditSink` in an MCAP file, `MemoryAuditSink` in
-memory for tests. `iter_run` streams a log back, whatever state it is in,
-within fixed memory bounds (`ReadLimits`), for the verifier, and `read_run`
-collects it into a `RunLog` for the analyzer; the Merkle, note and key
-functions here are what the verifier and the prover check a log with.
+memory for tests; `SocketAuditSink` hands them to an `AuditDaemon` (``ghost
+audit-daemon``) in another process, which owns the file and the key.
+`iter_run` streams a log back, whatever state it is in, within fixed memory
+bounds (`ReadLimits`), for the verifier, and `read_run` collects it into a
+`RunLog` for the analyzer; the Merkle, note and key functions here are what
+the verifier and the prover check a log with.
 `build_inclusion_proof` proves one decision is in a run, and `check_proof`
 checks such a proof without the run.
 """
@@ -31,6 +33,7 @@ from audit._checkpoint import (
     parse_checkpoint_note,
 )
 from audit._compiled_schemas import schema_valid
+from audit._daemon import AuditDaemon
 from audit._errors import KeyFileError, LogFormatError, NoteError, ProofError
 from audit._mcap_sink import McapAuditSink
 from audit._memory_sink import AuditEntry, MemoryAuditSink
@@ -78,7 +81,7 @@ from audit._run_log import (
     RunItem,
     RunLog,
 )
-from audit._schemas import SCHEMAS, TOPICS, schema_versions
+from audit._schemas import SCHEMAS, SEAL_ENDINGS, TOPICS, schema_versions
 from audit._signing import (
     KeyPairFiles,
     NoteSigner,
@@ -89,6 +92,7 @@ from audit._signing import (
     load_private_key,
     load_public_key,
 )
+from audit._socket_sink import SocketAuditSink
 from audit._validate import schema_problems
 from runtime import _version
 
@@ -103,7 +107,9 @@ __all__ = [
     "PROOF_FORMAT",
     "PROOF_ROLES",
     "SCHEMAS",
+    "SEAL_ENDINGS",
     "TOPICS",
+    "AuditDaemon",
     "AuditEntry",
     "Checkpoint",
     "CheckpointNote",
@@ -134,6 +140,7 @@ __all__ = [
     "ReadProblem",
     "RunItem",
     "RunLog",
+    "SocketAuditSink",
     "build_inclusion_proof",
     "check_proof",
     "checkpoint_origin",

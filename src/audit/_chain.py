@@ -40,6 +40,8 @@ __all__ = [
     "Chain",
     "ChainedRecord",
     "Durability",
+    "ProcessIdentity",
+    "WriterIdentity",
     "check_appendable",
     "check_record",
     "make_run_record",
@@ -61,6 +63,38 @@ APPEND_TOPICS: Final = frozenset(TOPICS) - SINK_TOPICS
 """Topics a gate may `append` to."""
 
 _ASSIGNED: Final = ("seq", "prev_sha256")
+
+
+@dataclass(frozen=True, slots=True)
+class ProcessIdentity:
+    """A process as the kernel names it: its pid, uid and gid.
+
+    Attributes:
+        pid: process id.
+        uid: user id (effective, as ``SO_PEERCRED`` reports it).
+        gid: group id (effective).
+    """
+
+    pid: int
+    uid: int
+    gid: int
+
+    def as_record(self) -> dict[str, int]:
+        """The record form (``{"pid": ..., "uid": ..., "gid": ...}``)."""
+        return {"pid": self.pid, "uid": self.uid, "gid": self.gid}
+
+
+@dataclass(frozen=True, slots=True)
+class WriterIdentity:
+    """Who wrote a daemon-written run, and for whom (the ``/run`` record's ``writer``, ``peer``).
+
+    Attributes:
+        writer: the audit daemon process.
+        peer: the process at the other end of the socket (``SO_PEERCRED``).
+    """
+
+    writer: ProcessIdentity
+    peer: ProcessIdentity
 
 
 @dataclass(frozen=True, slots=True)
@@ -158,7 +192,7 @@ class Chain:
         self._head_sha256 = linked.sha256
         self._head_stamp_ns = linked.stamp_ns
 
-    def seal_record(self, now_ns: int) -> dict[str, Any]:
+    def seal_record(self, now_ns: int, ended: str | None = None) -> dict[str, Any]:
         """Return the ``/seal`` record that closes the chain as it stands.
 
         Args:
@@ -166,18 +200,23 @@ class Chain:
                 than the record before it: a gate on an injected clock may
                 stamp records ahead of the real one, and a seal that sorted
                 before them by ``log_time`` would not look last in an MCAP viewer.
+            ended: why the audit daemon sealed a run its agent did not close
+                (one of `SEAL_ENDINGS`); None for a run closed by its gate.
 
         Raises:
             AuditError: the chain has no ``/run`` record yet.
         """
         if self._head_sha256 is None:
             raise AuditError("a run cannot be sealed before its /run record is written")
-        return {
+        record: dict[str, Any] = {
             "schema": TOPICS[SEAL_TOPIC],
             "stamp_ns": max(now_ns, self._head_stamp_ns),
             "record_count": self._next_seq,
             "head_sha256": self._head_sha256,
         }
+        if ended is not None:
+            record["ended"] = ended
+        return record
 
 
 def check_record(topic: str, record: Mapping[str, Any]) -> None:
@@ -220,7 +259,10 @@ def check_appendable(topic: str, record: Mapping[str, Any]) -> None:
 
 
 def make_run_record(
-    run: RunStart, durability: Durability, signing: Mapping[str, str] | None = None
+    run: RunStart,
+    durability: Durability,
+    signing: Mapping[str, str] | None = None,
+    identity: WriterIdentity | None = None,
 ) -> dict[str, Any]:
     """Return the ``/run`` record for ``run``, minting its ``run_id``.
 
@@ -230,6 +272,9 @@ def make_run_record(
             what a crash could have cost.
         signing: the key the run's checkpoint notes are signed with
             (``key_id``, ``key_name``, ``public_key``), or None when unsigned.
+        identity: for a run written by the audit daemon, the daemon and the
+            peer process it writes for; ``pid`` is then the peer's (the process
+            that made the decisions), and ``writer`` and ``peer`` are recorded.
 
     Raises:
         AuditError: ``run.policy_source_sha256`` is not the SHA-256 of
@@ -253,7 +298,7 @@ def make_run_record(
         "run_id": make_uuid7(run.stamp_ns),
         "sdk_version": run.sdk_version,
         "host": socket.gethostname(),
-        "pid": os.getpid(),
+        "pid": os.getpid() if identity is None else identity.peer.pid,
         "policy_id": run.policy_id,
         "policy_sha256": run.policy_sha256,
         "policy_source_sha256": run.policy_source_sha256,
@@ -266,4 +311,7 @@ def make_run_record(
             "policy_sha256": shadow.policy_sha256,
             "policy_source_sha256": shadow.source_sha256,
         }
+    if identity is not None:
+        record["writer"] = identity.writer.as_record()
+        record["peer"] = identity.peer.as_record()
     return record

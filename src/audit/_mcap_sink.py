@@ -49,7 +49,14 @@ from mcap.writer import LIBRARY_IDENTIFIER, CompressionType, Writer
 from opentelemetry.trace import TracerProvider
 
 from audit._anchor import AnchorEmitter
-from audit._chain import DURABILITIES, RUN_TOPIC, ChainedRecord, Durability, check_appendable
+from audit._chain import (
+    DURABILITIES,
+    RUN_TOPIC,
+    ChainedRecord,
+    Durability,
+    WriterIdentity,
+    check_appendable,
+)
 from audit._chunk_indexes import spill_chunk_indexes
 from audit._close_hooks import raise_if_a_hook_failed, run_close_hooks
 from audit._recorder import RunRecorder
@@ -383,6 +390,23 @@ class McapAuditSink:
         self._seal()
         raise_if_a_hook_failed(failure)
 
+    def _declare_writer(self, identity: WriterIdentity) -> None:
+        """Record ``identity`` in the ``/run`` record: the audit daemon's sinks (ADR 0034).
+
+        Raises:
+            AuditError: the run is already open.
+        """
+        with self._lock:
+            if self._run is not None:
+                raise AuditError("the writer of a run is declared before open_run")
+            self._recorder.declare_writer(identity)
+
+    def _close_ended(self, ended: str) -> None:
+        """`close`, with the seal saying why the run ended (``ended``, ADR 0034)."""
+        failure = self._run_close_hooks()
+        self._seal(ended)
+        raise_if_a_hook_failed(failure)
+
     def _run_close_hooks(self) -> Exception | None:
         with self._lock:
             if self._closed:
@@ -390,7 +414,7 @@ class McapAuditSink:
             hooks, self._close_hooks = self._close_hooks, []
         return run_close_hooks(hooks)
 
-    def _seal(self) -> None:
+    def _seal(self, ended: str | None = None) -> None:
         with self._lock:
             if self._closed:
                 return
@@ -399,7 +423,7 @@ class McapAuditSink:
             try:
                 if self._failure is None:
                     if self._run is not None:
-                        checkpoint, sealed = self._recorder.seal(self._store)
+                        checkpoint, sealed = self._recorder.seal(self._store, ended)
                         self._unanchored.append(checkpoint)
                     self._writer.finish()
                     self._drop_chunk_indexes()

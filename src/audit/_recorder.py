@@ -27,6 +27,7 @@ from audit._chain import (
     Chain,
     ChainedRecord,
     Durability,
+    WriterIdentity,
     make_run_record,
 )
 from audit._checkpoint import CheckpointSchedule, make_checkpoint_record
@@ -50,13 +51,24 @@ class RunRecorder:
         checkpoint_every_ns: see `CheckpointSchedule`.
         clock: stamps checkpoints and the seal (wall clock) and times the
             schedule (monotonic clock).
+        identity: for the audit daemon: the daemon and its peer, recorded in
+            ``/run`` (see `make_run_record`); None in-process.
 
     Raises:
         ValueError: a checkpoint interval is out of range.
         TypeError: a checkpoint interval is not an integer.
     """
 
-    __slots__ = ("_chain", "_clock", "_durability", "_run_id", "_schedule", "_signer", "_tree")
+    __slots__ = (
+        "_chain",
+        "_clock",
+        "_durability",
+        "_identity",
+        "_run_id",
+        "_schedule",
+        "_signer",
+        "_tree",
+    )
 
     def __init__(
         self,
@@ -66,8 +78,10 @@ class RunRecorder:
         checkpoint_every_records: int,
         checkpoint_every_ns: int,
         clock: Clock,
+        identity: WriterIdentity | None = None,
     ) -> None:
         self._durability: Durability = durability
+        self._identity = identity
         self._signer = signer
         self._clock = clock
         self._schedule = CheckpointSchedule(
@@ -103,6 +117,16 @@ class RunRecorder:
             "public_key": base64.b64encode(self._signer.verifier.public_key).decode(),
         }
 
+    def declare_writer(self, identity: WriterIdentity) -> None:
+        """Have the ``/run`` record name ``identity`` (the audit daemon and its peer).
+
+        Raises:
+            AuditError: ``/run`` is already written.
+        """
+        if self._chain.next_seq:
+            raise AuditError("the writer of a run is declared before its /run record")
+        self._identity = identity
+
     def open_run(self, run: RunStart, store: Store) -> tuple[ChainedRecord, ChainedRecord]:
         """Store and commit the ``/run`` record, then the checkpoint covering it.
 
@@ -113,7 +137,9 @@ class RunRecorder:
             AuditError: the run record is refused (see `make_run_record`), or
                 ``store`` raised it.
         """
-        linked = self._chain.link(RUN_TOPIC, make_run_record(run, self._durability, self.signing))
+        linked = self._chain.link(
+            RUN_TOPIC, make_run_record(run, self._durability, self.signing, self._identity)
+        )
         self._store(linked, store)
         return linked, self._checkpoint(store)
 
@@ -136,8 +162,11 @@ class RunRecorder:
         checkpoint = self._checkpoint(store) if self._schedule.due(self.next_seq) else None
         return linked, checkpoint
 
-    def seal(self, store: Store) -> tuple[ChainedRecord, ChainedRecord]:
+    def seal(self, store: Store, ended: str | None = None) -> tuple[ChainedRecord, ChainedRecord]:
         """Store and commit the final checkpoint, then the ``/seal`` record.
+
+        ``ended``: why the audit daemon sealed a run its agent did not close
+        (the seal's ``ended``, see `Chain.seal_record`); None for a clean close.
 
         Returns:
             The final checkpoint and the seal, as stored.
@@ -148,7 +177,7 @@ class RunRecorder:
         if self._run_id is None:
             raise AuditError("a run cannot be sealed before its /run record is written")
         checkpoint = self._checkpoint(store)
-        sealed = self._chain.link(SEAL_TOPIC, self._chain.seal_record(self._clock.time_ns()))
+        sealed = self._chain.link(SEAL_TOPIC, self._chain.seal_record(self._clock.time_ns(), ended))
         self._store(sealed, store)
         return checkpoint, sealed
 

@@ -13,7 +13,9 @@ content address) for gates that do not use it: such a field is optional,
 and its absence has one documented meaning. So far: ``shadow`` on
 ``ghost.assessment/1`` and ``ghost.run/1`` (ADR 0031), absent when the gate
 has no shadow; ``limits`` on ``ghost.assessment/1`` (ADR 0032), absent when
-no limited rule asked a counter. A file made before such fields were added
+no limited rule asked a counter; ``writer`` and ``peer`` on ``ghost.run/1``
+and ``ended`` on ``ghost.seal/1`` (ADR 0034), written only by
+``ghost audit-daemon``. A file made before such fields were added
 carries the schema without them, which ``ghost verify`` still accepts
 (`schema_versions`).
 
@@ -33,6 +35,7 @@ __all__ = [
     "MESSAGE_ENCODING",
     "SCHEMAS",
     "SCHEMA_ENCODING",
+    "SEAL_ENDINGS",
     "TOPICS",
     "schema_data",
     "schema_versions",
@@ -76,6 +79,22 @@ _CHECKPOINT_NOTE: Final = {
         "(\\n(\u2014 [^\\s+\\x00-\\x1f]+ [A-Za-z0-9+/]+={0,2}\\n)+)?$"
     ),
 }
+
+
+_PROCESS_IDENTITY: Final = {
+    "type": "object",
+    "properties": {"pid": _NS, "uid": _NS, "gid": _NS},
+    "required": ["gid", "pid", "uid"],
+    "additionalProperties": False,
+}
+
+SEAL_ENDINGS: Final = ("disconnected", "protocol_error", "daemon_stopped")
+"""Why `ghost audit-daemon` sealed a run its agent did not close (the seal's ``ended``).
+
+``disconnected``: the agent's connection ended without a close (it exited,
+crashed or was killed); ``protocol_error``: the daemon cut a connection that
+broke the wire protocol; ``daemon_stopped``: the daemon was stopped (SIGTERM).
+"""
 
 
 def _object(
@@ -153,12 +172,17 @@ _RUN = _record_schema(
             ]
         },
     },
-    # A run with a shadow candidate (ADR 0031): its identity, and the attachment
-    # holding its source, bound to the chain as policy_source_sha256 binds the policy's.
     optional={
+        # A run with a shadow candidate (ADR 0031): its identity, and the attachment
+        # holding its source, bound to the chain as policy_source_sha256 binds the policy's.
         "shadow": _object(
             {"policy_id": _STRING, "policy_sha256": _SHA256, "policy_source_sha256": _SHA256}
-        )
+        ),
+        # Written only by `ghost audit-daemon` (ADR 0034): the daemon process that wrote the
+        # file, and the agent process at the other end of its socket as the kernel names it
+        # (SO_PEERCRED). A run written in-process has neither.
+        "writer": _PROCESS_IDENTITY,
+        "peer": _PROCESS_IDENTITY,
     },
 )
 
@@ -281,6 +305,9 @@ _SEAL = _record_schema(
     "ghost.seal/1",
     "Last record of a cleanly closed run: how many records precede it, and the last one's address.",
     {"record_count": _NS, "head_sha256": _SHA256},
+    # Written only by `ghost audit-daemon` when it seals a run the agent did not close
+    # (ADR 0034): why the run ended. A run the gate closed has no such field.
+    optional={"ended": {"enum": list(SEAL_ENDINGS)}},
 )
 
 

@@ -38,8 +38,13 @@ EXPECTED_FIELDS = {
     "ghost.checkpoint/1": {"tree_size", "root_hash", "head_sha256", "note"},
 }  # fmt: skip
 COMMON = {"schema", "seq", "prev_sha256", "stamp_ns"}
-# Fields a record may lack, added after records of the schema were written (ADRs 0031, 0032).
-OPTIONAL_FIELDS = {"ghost.run/1": {"shadow"}, "ghost.assessment/1": {"shadow", "limits"}}
+# Fields a record may lack, added after records of the schema were written (ADRs 0031,
+# 0032, 0034): records written before them still validate.
+OPTIONAL_FIELDS = {
+    "ghost.run/1": {"shadow", "writer", "peer"},
+    "ghost.assessment/1": {"shadow", "limits"},
+    "ghost.seal/1": {"ended"},
+}
 
 
 def _walk(schema: Any) -> list[Mapping[str, Any]]:
