@@ -207,30 +207,47 @@ def _object_predicate(schema: Mapping[str, Any]) -> _Predicate:
 def _record_predicate(schema: Mapping[str, Any]) -> _Predicate:
     """A record schema as one generated function: each field's test inline, no call per field.
 
-    The same rule as `_compile` (a closed object, every field required, each
-    field of its own form); a field whose form is not one of `_inline`'s
+    The same rule as `_compile` (a closed object, every required field
+    present, an opt-in field tested when present, each field of its own form); a field whose form is not one of `_inline`'s
     shapes is tested by its `_compile` closure. Generated once, at import,
     from the schema alone: no record's text ever reaches the generated code.
     """
     properties: Mapping[str, Any] = schema["properties"]
+    required = frozenset(schema["required"])
     if (
         set(schema) - {"$schema", "title", "description"}
         != {"type", "properties", "required", "additionalProperties"}
         or _allowed(schema["type"]) != _MAPPINGS
         or schema["additionalProperties"] is not False
-        or frozenset(schema["required"]) != frozenset(properties)
+        or not required <= frozenset(properties)
     ):
         return _compile(schema)  # pragma: no cover - every ghost record schema has this shape
-    names: dict[str, object] = {"_MAPPINGS": _MAPPINGS, "_KEYS": frozenset(properties)}
+    names: dict[str, object] = {
+        "_MAPPINGS": _MAPPINGS,
+        "_KEYS": required,
+        "_ALL": frozenset(properties),
+    }
+    # A record without its opt-in fields costs one comparison, as before they existed.
+    keys_test = (
+        "record.keys() != _KEYS"
+        if required == frozenset(properties)
+        else "record.keys() != _KEYS and not (_KEYS < record.keys() <= _ALL)"
+    )
     lines = [
         "def check(record):",
-        "    if type(record) not in _MAPPINGS or record.keys() != _KEYS:",
+        f"    if type(record) not in _MAPPINGS or {keys_test}:",
         "        return False",
     ]
     for number, (key, sub) in enumerate(properties.items()):
-        lines.append(f"    value = record[{key!r}]")
-        lines.append(f"    if not ({_inline(sub, number, names)}):")
-        lines.append("        return False")
+        if key in required:
+            lines.append(f"    value = record[{key!r}]")
+            lines.append(f"    if not ({_inline(sub, number, names)}):")
+            lines.append("        return False")
+        else:
+            lines.append(f"    if {key!r} in record:")
+            lines.append(f"        value = record[{key!r}]")
+            lines.append(f"        if not ({_inline(sub, number, names)}):")
+            lines.append("            return False")
     lines.append("    return True")
     exec("\n".join(lines), names)  # noqa: S102 - our own schemas' text, built above
     check: _Predicate = names["check"]  # type: ignore[assignment]

@@ -5,7 +5,10 @@ MCAP channel of its topic carries the same JSON Schema (``encoding="jsonschema"`
 so that Foxglove and the ``mcap`` tools can show the records. Every schema
 closes its objects (``additionalProperties: false``) and requires every field
 it lists: a record always writes its nullable fields as ``null``, never omits
-them, so two writers cannot disagree about what an absent field means.
+them, so two writers cannot disagree about what an absent field means. The
+one kind of exception is a field a writer opts in to (the assessment's
+``args_scrubbed``, ADR 0033): absent means "not opted in", null "opted in, not
+storable".
 
 Records hold only JSON's exact types (strings, integers, booleans, null,
 arrays, objects); times and durations are integer nanoseconds.
@@ -67,10 +70,13 @@ _CHECKPOINT_NOTE: Final = {
 }
 
 
-def _object(properties: Mapping[str, Any]) -> dict[str, Any]:
+def _object(
+    properties: Mapping[str, Any], optional: Mapping[str, Any] | None = None
+) -> dict[str, Any]:
+    # `optional`: fields a record holds only when the writer opted in to them.
     return {
         "type": "object",
-        "properties": dict(properties),
+        "properties": {**properties, **(optional or {})},
         "required": sorted(properties),
         "additionalProperties": False,
     }
@@ -80,7 +86,12 @@ def _array_of(properties: Mapping[str, Any]) -> dict[str, Any]:
     return {"type": "array", "items": _object(properties)}
 
 
-def _record_schema(name: str, description: str, fields: Mapping[str, Any]) -> dict[str, Any]:
+def _record_schema(
+    name: str,
+    description: str,
+    fields: Mapping[str, Any],
+    optional: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
     # seq 0 is the /run record, whose prev_sha256 is null; every other record links back.
     prev: Mapping[str, Any] = {"type": "null"} if name == "ghost.run/1" else _SHA256
     properties = {
@@ -90,7 +101,12 @@ def _record_schema(name: str, description: str, fields: Mapping[str, Any]) -> di
         "stamp_ns": _NS,
         **fields,
     }
-    return {"$schema": _DRAFT, "title": name, "description": description, **_object(properties)}
+    return {
+        "$schema": _DRAFT,
+        "title": name,
+        "description": description,
+        **_object(properties, optional),
+    }
 
 
 _RUN = _record_schema(
@@ -148,6 +164,9 @@ _ASSESSMENT = _record_schema(
         "span_id": _SPAN_ID,
         "parent_span_id": {"type": ["string", "null"], "pattern": "^[0-9a-f]{16}$"},
     },
+    # Only with Gate(..., record_args="scrubbed") (ADR 0033): the arguments that came
+    # in, scrubbed by every detector, as RFC 8785 JSON text; null when not storable.
+    {"args_scrubbed": _STRING_OR_NULL},
 )
 
 _DECISION = _record_schema(

@@ -38,6 +38,8 @@ EXPECTED_FIELDS = {
     "ghost.checkpoint/1": {"tree_size", "root_hash", "head_sha256", "note"},
 }  # fmt: skip
 COMMON = {"schema", "seq", "prev_sha256", "stamp_ns"}
+# Fields a record holds only when its writer opted in (ADR 0033): the only unrequired ones.
+OPT_IN = {"ghost.assessment/1": {"args_scrubbed"}}
 
 
 def _walk(schema: Any) -> list[Mapping[str, Any]]:
@@ -83,7 +85,8 @@ def test_each_schema_lists_exactly_the_agreed_fields(name: str) -> None:
     schema = SCHEMAS[name]
     assert schema["$schema"] == "https://json-schema.org/draft/2020-12/schema"
     assert schema["title"] == name
-    assert set(schema["properties"]) == EXPECTED_FIELDS[name] | COMMON
+    assert set(schema["properties"]) == EXPECTED_FIELDS[name] | COMMON | OPT_IN.get(name, set())
+    assert set(schema["required"]) == EXPECTED_FIELDS[name] | COMMON
     assert schema["properties"]["schema"] == {"const": name}
 
 
@@ -93,7 +96,8 @@ def test_every_object_is_closed_and_requires_all_its_fields(name: str) -> None:
         assert set(sub) <= SUPPORTED_KEYWORDS, "the validator would ignore a keyword"
         if sub.get("type") == "object":
             assert sub["additionalProperties"] is False
-            assert set(sub["required"]) == set(sub["properties"])
+            opt_in = OPT_IN.get(name, set()) if sub is SCHEMAS[name] else set()
+            assert set(sub["required"]) == set(sub["properties"]) - opt_in
 
 
 @pytest.mark.parametrize("name", sorted(SCHEMAS))
