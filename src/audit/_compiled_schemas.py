@@ -208,7 +208,8 @@ def _record_predicate(schema: Mapping[str, Any]) -> _Predicate:
     """A record schema as one generated function: each field's test inline, no call per field.
 
     The same rule as `_compile` (a closed object, every required field
-    present, an opt-in field tested when present, each field of its own form); a field whose form is not one of `_inline`'s
+    present, an opt-in field tested when present, each field of its own form);
+    a field whose form is not one of `_inline`'s
     shapes is tested by its `_compile` closure. Generated once, at import,
     from the schema alone: no record's text ever reaches the generated code.
     """

@@ -45,8 +45,8 @@ from typing import Any, Final
 
 from runtime._backend import SealedPolicy
 from runtime._canonical import sha256_hex, value_sha256
-from runtime._diagnosis import PartCheck, RuleDiagnosis
 from runtime._cedar_request import CedarMapping, convention_request, encode_request
+from runtime._diagnosis import PartCheck, RuleDiagnosis
 from runtime._errors import CanonicalEncodingError, CedarEvaluationError, PolicyError
 from runtime._frozen import plain_copy
 from runtime._policy_load import ScrubSettings, load_policy

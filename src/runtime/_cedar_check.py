@@ -69,7 +69,9 @@ def cedar_statements(text: str) -> list[CedarStatement]:
             while index < size and text[index] != '"':
                 index += 2 if text[index] == "\\" else 1
         elif char == ";" and start is not None:
-            statements.append(CedarStatement(text.count("\n", 0, start) + 1, text[start : index + 1]))
+            statements.append(
+                CedarStatement(text.count("\n", 0, start) + 1, text[start : index + 1])
+            )
             start = None
         index += 1
     if start is not None:
@@ -102,7 +104,9 @@ def check_cedar_text(
         try:
             est = json.loads(cedarpy.policies_to_json_str(statement.text))
         except ValueError as exc:
-            problems.append(PolicyProblem(name, statement.line, rule, None, f"not valid Cedar: {exc}"))
+            problems.append(
+                PolicyProblem(name, statement.line, rule, None, f"not valid Cedar: {exc}")
+            )
             continue
         if est.get("templates") or est.get("templateLinks"):
             problems.append(
@@ -111,7 +115,9 @@ def check_cedar_text(
             continue
         bodies = list(est.get("staticPolicies", {}).values())
         if len(bodies) != 1:
-            problems.append(PolicyProblem(name, statement.line, rule, None, "not one Cedar statement"))
+            problems.append(
+                PolicyProblem(name, statement.line, rule, None, "not one Cedar statement")
+            )
             continue
         parsed.append((position, statement, bodies[0]))
     tables: list[dict[str, Any]] = []
@@ -126,12 +132,12 @@ def check_cedar_text(
     data = {"policy_id": policy_id, "default": "deny", "rules": tables, "scrub": {}}
     for error in collect_policy_problems(plain_copy(data, origin=name), name):
         field = annotation_field(error.field)
-        statement = placed[error.rule_index] if error.rule_index is not None else None
-        line = None
-        if statement is not None:
+        at: int | None = None
+        if error.rule_index is not None:
+            owner = placed[error.rule_index]
             annotation = field[1:].split(" ", 1)[0] if field and field.startswith("@") else ""
-            line = statement.line_of(annotation) if annotation else statement.line
-        problems.append(PolicyProblem(name, line, error.rule, field, error.problem))
+            at = owner.line_of(annotation) if annotation else owner.line
+        problems.append(PolicyProblem(name, at, error.rule, field, error.problem))
     if schema is not None and not problems:
         problems.extend(_schema_problems(cedarpy, text, schema, statements, name))
     if not problems:

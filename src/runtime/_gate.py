@@ -66,7 +66,7 @@ _MAX_POLL_S: Final = 60.0
 _INT64_MAX: Final = 2**63 - 1
 ARGUMENTS_ATTRIBUTE: Final = "gen_ai.tool.call.arguments"
 MAX_RECORDED_ARGS_BYTES: Final = 64 * 1024
-"""Largest scrubbed-arguments text an assessment stores (``record_args="scrubbed"``); above: null."""
+"""Largest scrubbed-arguments text an assessment stores (``record_args="scrubbed"``)."""
 RecordArgs = Literal["none", "scrubbed"]
 _log = get_event_log("ghost.gate")
 
@@ -109,7 +109,7 @@ class _Hashes:
     args_sha256: str | None  # the snapshot of the arguments that came in
     executed_sha256: str | None  # the arguments that run (None for deny)
     # record_args="scrubbed": the stored text (None: not storable); absent when off
-    args_scrubbed: str | None | _Off = _OFF
+    args_scrubbed: str | _Off | None = _OFF
 
 
 class Gate:
@@ -211,7 +211,8 @@ class Gate:
             raise TypeError(
                 f"span_arguments must be True or False, not {type_name(span_arguments)}"
             )
-        if type(record_args) is not str or record_args not in ("none", "scrubbed"):
+        choice: object = record_args  # the annotation is a promise the caller may break
+        if type(choice) is not str or choice not in ("none", "scrubbed"):
             raise ValueError(f"record_args must be 'none' or 'scrubbed', not {record_args!r}")
         self._span_arguments = span_arguments
         self._policy = policy
@@ -362,7 +363,7 @@ class Gate:
             executed_sha256 = None
         if trace.rejected is not None:
             _log.warning("ghost.traceparent_rejected", decision_id=decision_id, why=trace.rejected)
-        stored: str | None | _Off = _OFF
+        stored: str | _Off | None = _OFF
         if self._args_scrubber is not None:
             stored = self._stored_args(self._args_scrubber, snapshot)
         return self._record(

@@ -105,7 +105,7 @@ def _quoted(text: str) -> str:
 
 
 def policy_format(path: str | Path, source: bytes) -> PolicyFormat:
-    """The format of a policy file: by extension (``.toml``, ``.json``, ``.cedar``), else by content."""
+    """A policy file's format: by extension (``.toml``, ``.json``, ``.cedar``), else by content."""
     suffix = Path(path).suffix.lower()
     if suffix in (".toml", ".json", ".cedar"):
         return suffix[1:]  # type: ignore[return-value]
@@ -120,7 +120,7 @@ def policy_format(path: str | Path, source: bytes) -> PolicyFormat:
 def check_policy(
     path: str | Path,
     *,
-    format: PolicyFormat | None = None,  # noqa: A002 - the name the CLI option has
+    format: PolicyFormat | None = None,
     schema: str | None = None,
     policy_id: str | None = None,
 ) -> PolicyCheck:
@@ -142,7 +142,9 @@ def check_policy(
             source = stream.read(MAX_POLICY_SOURCE_BYTES + 1)
     except OSError as exc:
         problem = f"cannot read the file ({exc.strerror or type(exc).__name__})"
-        return PolicyCheck(name, format or "toml", (PolicyProblem(name, None, None, None, problem),), 0)
+        return PolicyCheck(
+            name, format or "toml", (PolicyProblem(name, None, None, None, problem),), 0
+        )
     chosen = format or policy_format(path, source)
     if len(source) > MAX_POLICY_SOURCE_BYTES:
         limit = MAX_POLICY_SOURCE_BYTES // (1024 * 1024)
@@ -158,7 +160,7 @@ def check_policy_source(
     source: bytes,
     name: str,
     *,
-    format: PolicyFormat,  # noqa: A002 - as in check_policy
+    format: PolicyFormat,
     schema: str | None = None,
     policy_id: str = "cedar",
 ) -> PolicyCheck:
@@ -181,9 +183,9 @@ def check_policy_source(
 
         problems, count = check_cedar_text(text, name, schema=schema, policy_id=policy_id)
         return PolicyCheck(name, format, problems, count)
-    data, problem = _parse_data(text, name, format)
-    if problem is not None:
-        return PolicyCheck(name, format, (problem,), 0)
+    data, unparsed = _parse_data(text, name, format)
+    if unparsed is not None:
+        return PolicyCheck(name, format, (unparsed,), 0)
     assert data is not None
     raw_rules = data.get("rules")
     count = len(raw_rules) if isinstance(raw_rules, list) else 0
@@ -195,7 +197,13 @@ def check_policy_source(
     errors = collect_policy_problems(plain, name)
     if not errors:
         errors = _build_errors(plain, source, name, format)
-    return PolicyCheck(name, format, tuple(_placed(e, name, lines) for e in errors), count)
+    placed = sorted((_placed(e, name, lines) for e in errors), key=_line_order)
+    return PolicyCheck(name, format, tuple(placed), count)
+
+
+def _line_order(problem: PolicyProblem) -> tuple[bool, int]:
+    """File order; problems without a line last (a stable sort keeps the loader's order within)."""
+    return (problem.line is None, problem.line or 0)
 
 
 def _parse_data(
@@ -215,9 +223,9 @@ def _parse_data(
         return None, PolicyProblem(name, None, None, None, "the file nests too deeply to parse")
     except tomllib.TOMLDecodeError as exc:
         found = _TOML_AT.search(str(exc))
-        line = int(found.group(1)) if found else None
+        at = int(found.group(1)) if found else None
         message = _TOML_AT.sub("", str(exc)).strip()
-        return None, PolicyProblem(name, line, None, None, f"not valid TOML: {message}")
+        return None, PolicyProblem(name, at, None, None, f"not valid TOML: {message}")
     except ValueError as exc:
         return None, PolicyProblem(name, None, None, None, f"not valid JSON: {exc}")
     if not isinstance(data, Mapping):

@@ -27,7 +27,13 @@ from runtime._re2 import Regex, RegexError
 from runtime._rule import ApprovalSpec, Rule
 from runtime._verdict import Effect
 
-__all__ = ["MAX_SCRUB_DEPTH", "LoadedPolicy", "ScrubSettings", "collect_policy_problems", "load_policy"]
+__all__ = [
+    "MAX_SCRUB_DEPTH",
+    "LoadedPolicy",
+    "ScrubSettings",
+    "collect_policy_problems",
+    "load_policy",
+]
 
 _T = TypeVar("_T")
 
@@ -150,7 +156,7 @@ class _Parser:
             return None
 
     def settle(self, before: int) -> None:
-        """In collecting mode: give up on the enclosing part if it recorded problems since ``before``."""
+        """Collecting mode: abandon the enclosing part if it recorded problems since ``before``."""
         if self.problems is not None and len(self.problems) > before:
             raise _Abandoned
 
@@ -186,7 +192,9 @@ class _Parser:
             rule = self.attempt(self.rule, raw, index)
             if rule is not None:
                 if rule.id in seen:
-                    self.attempt(self.raise_, self.fail("duplicate rule id", rule=rule.id, field="id"))
+                    self.attempt(
+                        self.raise_, self.fail("duplicate rule id", rule=rule.id, field="id")
+                    )
                 seen.add(rule.id)
                 rules.append(rule)
             elif isinstance(raw, Mapping) and isinstance(raw.get("id"), str):
@@ -194,7 +202,8 @@ class _Parser:
         self.rule_index = None
         scrub = self.attempt(self.scrub, data.get("scrub", {}))
         self.settle(start)
-        assert isinstance(policy_id, str) and scrub is not None
+        assert isinstance(policy_id, str)
+        assert scrub is not None
         return LoadedPolicy(
             policy_id=policy_id,
             default=Effect(default),
@@ -278,7 +287,9 @@ class _Parser:
         )
         description = self.attempt(self.optional_text, raw, "description", rule_id)
         self.settle(start)
-        assert effect is not None and exempt is not None and when is not None
+        assert effect is not None
+        assert exempt is not None
+        assert when is not None
         assert description is not None
         return Rule(
             id=rule_id,
@@ -434,7 +445,9 @@ class _Parser:
                 )
         return keep
 
-    def clamp_entry(self, key: str, bound: object, rule: str) -> tuple[tuple[str, ...], int | float]:
+    def clamp_entry(
+        self, key: str, bound: object, rule: str
+    ) -> tuple[tuple[str, ...], int | float]:
         if not _is_number(bound) or (type(bound) is float and not math.isfinite(bound)):
             raise self.fail(
                 "a clamp bound must be a finite number", rule=rule, field=f"narrow.clamp.{key}"

@@ -138,8 +138,9 @@ class Rule:
 def _glob_check(part: str, globs: GlobSet, text: str, what: str, default: bool) -> PartCheck:
     patterns = ", ".join(repr(p) for p in globs.patterns)
     if globs.matches(text):
-        return PartCheck(part, True, f"the {what} matches {patterns}", default)
-    return PartCheck(part, False, f"the {what} matches none of {patterns}", default)
+        return PartCheck(part, holds=True, detail=f"the {what} matches {patterns}", default=default)
+    return PartCheck(part, holds=False, detail=f"the {what} matches none of {patterns}",
+                     default=default)  # fmt: skip
 
 
 def _operand(value: object) -> str:
