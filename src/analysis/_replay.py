@@ -56,6 +56,7 @@ from runtime._rule import Rule
 from runtime._verdict import Effect
 
 __all__ = [
+    "ReplayError",
     "ReplayReport",
     "ReplayStatus",
     "ReplayedDecision",

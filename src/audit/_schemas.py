@@ -27,6 +27,7 @@ __all__ = [
     "SCHEMAS",
     "SCHEMA_ENCODING",
     "TOPICS",
+    "accepted_schema_data",
     "schema_data",
 ]
 
@@ -261,6 +262,32 @@ TOPICS: Final[Mapping[str, str]] = MappingProxyType(
 _SCHEMA_DATA: Final[Mapping[str, bytes]] = MappingProxyType(
     {name: canonical_bytes(schema) for name, schema in SCHEMAS.items()}
 )
+
+
+def _without_opt_in(schema: Mapping[str, Any]) -> Mapping[str, Any]:
+    required = set(schema["required"])
+    properties = {k: v for k, v in schema["properties"].items() if k in required}
+    return {**schema, "properties": properties}
+
+
+# What a run written before an opt-in field existed carries: the schema without its
+# opt-in properties (ADR 0033), byte for byte, since canonical bytes sort keys.
+_ACCEPTED: Final[Mapping[str, frozenset[bytes]]] = MappingProxyType(
+    {
+        name: frozenset({_SCHEMA_DATA[name], canonical_bytes(_without_opt_in(schema))})
+        for name, schema in SCHEMAS.items()
+    }
+)
+
+
+def accepted_schema_data(name: str) -> frozenset[bytes]:
+    """The schema bytes a ghost channel may carry for ``name``: `schema_data`'s, and the
+    bytes of the same schema before its opt-in fields were added (older runs).
+
+    Raises:
+        KeyError: ``name`` is not a ghost schema.
+    """
+    return _ACCEPTED[name]
 
 
 def schema_data(name: str) -> bytes:

@@ -43,6 +43,7 @@ from runtime._canonical import (
 from runtime._cedar import CEDAR_MEDIA_TYPE, CedarPolicy
 from runtime._cedar_request import CedarEntity, CedarMapping, CedarRequest, convention_request
 from runtime._clock import Clock, SystemClock
+from runtime._diagnosis import PartCheck, RuleDiagnosis
 from runtime._errors import (
     ActionDenied,
     AmbiguousResource,
@@ -64,9 +65,12 @@ from runtime._errors import (
     TraceContextError,
     UnsupportedValue,
 )
+from runtime._evaluate import Evaluation, Evaluator
+from runtime._explain import Explanation, explain_action
 from runtime._gate import Gate
 from runtime._ids import make_uuid7
 from runtime._policy import ApprovalSpec, Policy, Rule, ScrubSettings
+from runtime._policy_check import PolicyCheck, PolicyProblem, check_policy
 from runtime._resource import canonical_resource
 from runtime._scrub import Finding, Scrubber, ScrubLimitExceeded, ScrubResult
 from runtime._sink import AuditSink, RunStart
@@ -76,6 +80,7 @@ from runtime._version import SDK_VERSION
 
 __version__ = SDK_VERSION
 """The installed ghost-sdk version (one source: the distribution's metadata)."""
+
 
 __all__ = [
     "CEDAR_MEDIA_TYPE",
@@ -104,7 +109,10 @@ __all__ = [
     "ConditionTypeError",
     "Decision",
     "Effect",
+    "Evaluation",
     "EvaluationError",
+    "Evaluator",
+    "Explanation",
     "Finding",
     "Gate",
     "GhostError",
@@ -112,13 +120,17 @@ __all__ = [
     "MemoryApprovalStore",
     "NarrowingError",
     "NarrowingEscape",
+    "PartCheck",
     "PendingApproval",
     "Policy",
     "PolicyBackend",
+    "PolicyCheck",
     "PolicyError",
+    "PolicyProblem",
     "Resolution",
     "ResolutionRecord",
     "Rule",
+    "RuleDiagnosis",
     "RunStart",
     "RuntimeVerdict",
     "ScrubLimitExceeded",
@@ -133,9 +145,11 @@ __all__ = [
     "UnsupportedValue",
     "canonical_bytes",
     "canonical_resource",
+    "check_policy",
     "check_resolution",
     "content_address",
     "convention_request",
+    "explain_action",
     "jcs_bytes",
     "loads_strict",
     "make_uuid7",
