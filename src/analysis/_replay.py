@@ -46,14 +46,16 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
-from audit import LoggedAttachment, read_run
 from runtime import CEDAR_MEDIA_TYPE, CedarPolicy, Policy, PolicyError, loads_strict, value_sha256
 from runtime._backend import PolicyBackend
 from runtime._evaluate import Evaluator
 from runtime._rule import Rule
 from runtime._verdict import Effect
+
+if TYPE_CHECKING:
+    from audit import LoggedAttachment
 
 __all__ = [
     "ReplayError",
@@ -215,6 +217,8 @@ def replay_run(path: Path, policy: PolicyBackend | None = None) -> ReplayReport:
         ReplayError: the run has no ``/run`` record, or (``policy`` None) its
             attached policy cannot be rebuilt.
     """
+    from audit import read_run  # here: importing analysis must not import mcap
+
     log = read_run(path)
     runs = [r.record for r in log.records if r.topic == "/run" and r.record is not None]
     if not runs:
