@@ -61,6 +61,14 @@ from runtime import _version
 __version__ = _version.SDK_VERSION
 """The installed ghost-sdk version; one source, the distribution's metadata (runtime._version)."""
 
+from analysis._replay import (
+    ReplayedDecision,
+    ReplayError,
+    ReplayReport,
+    ReplayStatus,
+    replay_run,
+)
+
 __all__ = [
     "ANALYSIS_VERSION",
     "ApprovalTraceRecord",
@@ -78,6 +86,10 @@ __all__ = [
     "IntegrityCheck",
     "LatencyStats",
     "MissingExtraError",
+    "ReplayError",
+    "ReplayReport",
+    "ReplayStatus",
+    "ReplayedDecision",
     "RunAnalysis",
     "RunProblem",
     "RunStatus",
@@ -91,6 +103,7 @@ __all__ = [
     "encode_decision_trace_report_to_bytes",
     "export_run",
     "generate_decision_trace_report",
+    "replay_run",
     "verify_decision_chain",
     "verify_fleet",
     "verify_run",

@@ -2,7 +2,8 @@
 ``analysis._cli_summary``), ``report`` (in ``analysis._cli_report``), ``demo``,
 ``keygen``, ``prove``, ``verify-proof``, ``approvals`` (in ``analysis._cli_approvals``),
 ``mcp-proxy`` (in ``analysis._cli_mcp_proxy``), ``export`` (in ``analysis._cli_export``),
-``fleet verify|query|summary`` (in ``analysis._cli_fleet``), ``audit-daemon`` (in
+``fleet verify|query|summary`` (in ``analysis._cli_fleet``), ``policy
+check|explain|replay`` (in ``analysis._cli_policy``), ``audit-daemon`` (in
 ``analysis._cli_audit_daemon``), ``--version``.
 
 Exit codes follow SPEC §6 (ADR 0013):
@@ -29,6 +30,10 @@ Exit codes follow SPEC §6 (ADR 0013):
 * 6 — ``mcp-proxy``: the MCP server exited before the client disconnected
   (the run is sealed). ``mcp-proxy``'s 1 is a proxy that could not start, or a
   decision that could not be recorded; 130/143 a SIGINT/SIGTERM, the run sealed.
+
+* 7 — ``policy check``: the policy has problems (one line each).
+* 8 — ``policy replay`` under the run's own policy: a recorded decision the
+  policy does not reproduce (ADR 0033).
 
 ``fleet verify`` exits 0 only when every run is intact and sealed, else 3 if
 any is tampered, else 4 if any is truncated, else 1 (a file that cannot be
@@ -60,6 +65,7 @@ from analysis._cli_audit_daemon import add_audit_daemon_command
 from analysis._cli_export import add_export_command
 from analysis._cli_fleet import add_fleet_command
 from analysis._cli_mcp_proxy import EXIT_SERVER_EXITED, add_mcp_proxy_command
+from analysis._cli_policy import EXIT_NOT_REPRODUCED, EXIT_POLICY_PROBLEMS, add_policy_command
 from analysis._cli_report import add_report_command
 from analysis._cli_summary import add_summary_command
 from analysis._printable import printable
@@ -72,7 +78,9 @@ if TYPE_CHECKING:
 __all__ = [
     "EXIT_FAILURE",
     "EXIT_INTERRUPTED",
+    "EXIT_NOT_REPRODUCED",
     "EXIT_OK",
+    "EXIT_POLICY_PROBLEMS",
     "EXIT_REFUSED",
     "EXIT_SERVER_EXITED",
     "EXIT_TAMPERED",
@@ -288,6 +296,7 @@ def _make_parser() -> argparse.ArgumentParser:
     add_export_command(commands)
     add_fleet_command(commands)
     add_audit_daemon_command(commands)
+    add_policy_command(commands)
     return parser
 
 

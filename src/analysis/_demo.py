@@ -293,7 +293,8 @@ def run_demo(out: Path, *, stream: TextIO | None = None) -> int:
         )
         staged_run = staging / out.name
         with McapAuditSink(staged_run) as sink:
-            gate = Gate(policy, sink=sink)
+            # Scrubbed arguments stored, so that `ghost policy replay` can re-decide the run.
+            gate = Gate(policy, sink=sink, record_args="scrubbed")
             for step in SCRIPT:
                 _step(gate, step, print_)
         report = build_decision_trace_report(staged_run)

@@ -13,7 +13,9 @@ content address) for gates that do not use it: such a field is optional,
 and its absence has one documented meaning. So far: ``shadow`` on
 ``ghost.assessment/1`` and ``ghost.run/1`` (ADR 0031), absent when the gate
 has no shadow; ``limits`` on ``ghost.assessment/1`` (ADR 0032), absent when
-no limited rule asked a counter; ``writer`` and ``peer`` on ``ghost.run/1``
+no limited rule asked a counter; ``args_scrubbed`` on ``ghost.assessment/1``
+(ADR 0033), absent when the gate did not opt in to storing scrubbed
+arguments (null: opted in, not storable); ``writer`` and ``peer`` on ``ghost.run/1``
 and ``ended`` on ``ghost.seal/1`` (ADR 0034), written only by
 ``ghost audit-daemon``. A file made before such fields were added
 carries the schema without them, which ``ghost verify`` still accepts
@@ -214,6 +216,9 @@ _ASSESSMENT = _record_schema(
     # What the shadow -- a candidate, or the policy's shadow rules -- would have
     # decided (ADR 0031); absent when the gate has no shadow. No argument value.
     optional={
+        # Only with Gate(..., record_args="scrubbed") (ADR 0033): the arguments that came
+        # in, scrubbed by every detector, as RFC 8785 JSON text; null when not storable.
+        "args_scrubbed": _STRING_OR_NULL,
         # What each limited rule's counter held, in the order they were asked (ADR 0032);
         # present only when a check asked a counter.
         "limits": _array_of(

@@ -45,6 +45,7 @@ from runtime._cedar_request import CedarEntity, CedarMapping, CedarRequest, conv
 from runtime._clock import Clock, SystemClock
 from runtime._counter_sqlite import SqliteCounterStore
 from runtime._counter_store import CounterStore, MemoryCounterStore, Usage
+from runtime._diagnosis import PartCheck, RuleDiagnosis
 from runtime._errors import (
     ActionDenied,
     AmbiguousResource,
@@ -68,10 +69,13 @@ from runtime._errors import (
     TraceContextError,
     UnsupportedValue,
 )
+from runtime._evaluate import Evaluation, Evaluator
+from runtime._explain import Explanation, explain_action
 from runtime._gate import Gate
 from runtime._ids import make_uuid7
 from runtime._limit import LimitSpec
 from runtime._policy import ApprovalSpec, Policy, Rule, ScrubSettings
+from runtime._policy_check import PolicyCheck, PolicyProblem, check_policy
 from runtime._resource import canonical_resource
 from runtime._scrub import Finding, Scrubber, ScrubLimitExceeded, ScrubResult
 from runtime._shadow_rules import ShadowRulesView
@@ -82,6 +86,7 @@ from runtime._version import SDK_VERSION
 
 __version__ = SDK_VERSION
 """The installed ghost-sdk version (one source: the distribution's metadata)."""
+
 
 __all__ = [
     "CEDAR_MEDIA_TYPE",
@@ -112,7 +117,10 @@ __all__ = [
     "CounterStoreError",
     "Decision",
     "Effect",
+    "Evaluation",
     "EvaluationError",
+    "Evaluator",
+    "Explanation",
     "Finding",
     "Gate",
     "GhostError",
@@ -123,13 +131,17 @@ __all__ = [
     "MemoryCounterStore",
     "NarrowingError",
     "NarrowingEscape",
+    "PartCheck",
     "PendingApproval",
     "Policy",
     "PolicyBackend",
+    "PolicyCheck",
     "PolicyError",
+    "PolicyProblem",
     "Resolution",
     "ResolutionRecord",
     "Rule",
+    "RuleDiagnosis",
     "RunStart",
     "RuntimeVerdict",
     "ScrubLimitExceeded",
@@ -148,9 +160,11 @@ __all__ = [
     "Usage",
     "canonical_bytes",
     "canonical_resource",
+    "check_policy",
     "check_resolution",
     "content_address",
     "convention_request",
+    "explain_action",
     "jcs_bytes",
     "loads_strict",
     "make_uuid7",

@@ -53,6 +53,7 @@ from typing import Any, Final
 from runtime._backend import SealedPolicy
 from runtime._canonical import sha256_hex, value_sha256
 from runtime._cedar_request import CedarMapping, convention_request, encode_request
+from runtime._diagnosis import PartCheck, RuleDiagnosis
 from runtime._errors import CanonicalEncodingError, CedarEvaluationError, PolicyError
 from runtime._frozen import plain_copy
 from runtime._policy_load import ScrubSettings, load_policy
@@ -118,6 +119,7 @@ class CedarPolicy(SealedPolicy):
         "_mapping",
         "_schema",
         "_shadowed",
+        "_statements",
         "default",
         "policy_id",
         "policy_sha256",
@@ -166,6 +168,7 @@ class CedarPolicy(SealedPolicy):
         permits = {key: {**copy.deepcopy(body), "effect": "permit"} for key, body in statements}
         evaluation = {"staticPolicies": permits, "templates": {}, "templateLinks": []}
         self._evaluation = cedarpy.PolicySet.from_json_str(json.dumps(evaluation))
+        self._statements = tuple((key, copy.deepcopy(body)) for key, body in statements)
         # Cedar's positional id -> (file position, rule): reasons come back unordered.
         self._by_position: dict[str, tuple[int, Rule]] = {
             key: (index, rule)
@@ -300,6 +303,66 @@ class CedarPolicy(SealedPolicy):
         ordered = sorted(by_position[key] for key in diagnostics.reasons)
         return tuple(rule for _, rule in ordered if with_shadow or not rule.shadow)
 
+    def diagnose_rules(
+        self, agent: str, verb: str, resource: str, args: Mapping[str, Any]
+    ) -> tuple[RuleDiagnosis, ...]:
+        """Every statement's diagnosis against an action, in file order (`runtime._diagnosis`).
+
+        The side API of ``ghost policy explain``; a check never calls it. Each
+        statement is asked once per scope part (``principal``, ``action``,
+        ``resource``, the others lifted) and once for its conditions with its
+        scope lifted, so a near miss says which part failed; Cedar's own
+        diagnostics say which statement was satisfied and which raised.
+
+        Raises:
+            AmbiguousResource: the resource cannot be canonicalised.
+            CedarValueError, CedarEvaluationError: as `matching_rules`.
+        """
+        cedarpy = _cedarpy(self.source_name)
+        canonical = canonical_resource(resource)
+        encoded = encode_request(self._mapping(agent, verb, canonical, args))
+        everything = {"op": "All"}
+        out = []
+        for (_, body), rule in zip(self._statements, self.rules, strict=True):
+            checks = []
+            error = None
+            for part in ("principal", "action", "resource"):
+                variant = {**body, "effect": "permit", "conditions": [],
+                           **{other: everything for other in ("principal", "action", "resource")
+                              if other != part}}  # fmt: skip
+                holds, _ = self._ask(cedarpy, variant, encoded)
+                default = body.get(part) == everything
+                detail = f"the request's {part} is {'within' if holds else 'outside'} the scope"
+                checks.append(PartCheck(part, holds, detail, default))
+            if body.get("conditions"):
+                lifted = {**body, "effect": "permit", "principal": everything,
+                          "action": everything, "resource": everything}  # fmt: skip
+                holds, problem = self._ask(cedarpy, lifted, encoded)
+                if problem is not None:
+                    checks.append(PartCheck("conditions", None, f"cannot be evaluated: {problem}"))
+                    if all(check.holds for check in checks[:3]):
+                        error = problem
+                else:
+                    detail = "the when/unless conditions " + ("hold" if holds else "do not hold")
+                    checks.append(PartCheck("conditions", holds, detail))
+            matched = error is None and all(check.holds for check in checks)
+            out.append(RuleDiagnosis(rule.id, rule.effect, matched, tuple(checks), error))
+        return tuple(out)
+
+    def _ask(self, cedarpy: Any, body: Mapping[str, Any], encoded: Any) -> tuple[bool, str | None]:
+        """Whether one statement (as a permit) is satisfied, and Cedar's error if it raised."""
+        policies = {"staticPolicies": {"policy0": body}, "templates": {}, "templateLinks": []}
+        answer = self._authorize(
+            encoded.request,
+            cedarpy.PolicySet.from_json_str(json.dumps(policies)),
+            encoded.entities,
+            self._schema,
+        )
+        errors = answer.diagnostics.errors
+        if errors:
+            return False, _FAILED.sub("", errors[0]).lstrip(": ") or "evaluation failed"
+        return answer.decision.value == "Allow", None
+
 
 def _read(path: Path, origin: str) -> str:
     try:
@@ -359,7 +422,21 @@ def _load(
             else:
                 if field in ("narrow", "approval"):
                     field = f"@ghost_effect ({field})"
+        field = annotation_field(exc.field)
         raise PolicyError(exc.problem, source=origin, rule=exc.rule, field=field) from None
+
+
+def annotation_field(field: str | None) -> str | None:
+    """The loader's name of a field (``narrow.clamp.n``) as the Cedar annotation that wrote it."""
+    if field is None:
+        return None
+    for annotation, (key, sub) in _VALUE_ANNOTATIONS.items():
+        # The loader names a field "approval.timeout_s", "narrow.clamp.n" or "keep".
+        if field == key if sub is None else field == sub or field.startswith(f"{key}.{sub}"):
+            return f"@{annotation} ({field})"
+    if field in ("narrow", "approval"):
+        return f"@ghost_effect ({field})"
+    return field
 
 
 def _rule_table(key: str, body: Mapping[str, Any], origin: str) -> dict[str, Any]:

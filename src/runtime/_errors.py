@@ -78,7 +78,11 @@ class PolicyError(GhostError, ValueError):
         rule: the id (or ``#index``) of the offending rule, or None for top-level fields.
         field: the offending field, dotted (``narrow.clamp``), or None.
         problem: what is wrong, in a sentence fragment a user can act on.
+        rule_index: the rule's position in the policy's rules, when the loader
+            knows it (`check_policy` places the problem in the source by it).
     """
+
+    rule_index: int | None = None
 
     def __init__(
         self, problem: str, *, source: str, rule: str | None = None, field: str | None = None

@@ -41,7 +41,7 @@ import os
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Final
+from typing import Final, Literal
 
 from opentelemetry.trace import TracerProvider
 
@@ -77,6 +77,9 @@ DEFAULT_APPROVAL_POLL_S: Final = 0.2
 _MAX_POLL_S: Final = 60.0
 _INT64_MAX: Final = 2**63 - 1
 ARGUMENTS_ATTRIBUTE: Final = "gen_ai.tool.call.arguments"
+MAX_RECORDED_ARGS_BYTES: Final = 64 * 1024
+"""Largest scrubbed-arguments text an assessment stores (``record_args="scrubbed"``)."""
+RecordArgs = Literal["none", "scrubbed"]
 _log = get_event_log("ghost.gate")
 
 # Read straight from Action's slots, so that a subclass's properties never run.
@@ -104,12 +107,21 @@ class _Names:
     resource: str
 
 
+class _Off:
+    """``record_args="none"``: the assessment has no ``args_scrubbed`` key at all."""
+
+
+_OFF: Final = _Off()
+
+
 @dataclass(frozen=True, slots=True)
 class _Hashes:
     """The content addresses a decision rests on (None where there is nothing to address)."""
 
     args_sha256: str | None  # the snapshot of the arguments that came in
     executed_sha256: str | None  # the arguments that run (None for deny)
+    # record_args="scrubbed": the stored text (None: not storable); absent when off
+    args_scrubbed: str | _Off | None = _OFF
 
 
 class Gate:
@@ -151,6 +163,13 @@ class Gate:
             and hash go into the assessment's ``shadow`` object, and its source
             is attached to the run. Without it, a policy's own ``shadow = true``
             rules are what is shadowed; with it, they are not recorded.
+        record_args: ``"none"`` (the default): an assessment holds the
+            arguments' hash only. ``"scrubbed"``: it also holds them, as the
+            RFC 8785 JSON text of the arguments that came in scrubbed by every
+            detector, exemptions ignored (``args_scrubbed``; null when that
+            text would exceed `MAX_RECORDED_ARGS_BYTES`, or cannot be made or
+            scrubbed), so that ``ghost policy replay`` can re-evaluate the
+            action's conditions. Never raw values (SPEC §5; ADR 0033).
 
     If the sink offers ``on_close(callback)`` (both of ``audit``'s sinks do), the
     gate registers its approval queue there, so that expiries due by then are
@@ -164,11 +183,13 @@ class Gate:
         TypeError: ``policy`` or ``shadow`` is not a `PolicyBackend`, ``to_data`` is not
             callable, ``approvals`` is not an `ApprovalStore`, ``counters`` is not a
             `CounterStore`, or ``span_arguments`` is not a bool.
+        ValueError: ``record_args`` is neither ``"none"`` nor ``"scrubbed"``.
     """
 
     __slots__ = (
         "_append_pair",
         "_approvals",
+        "_args_scrubber",
         "_budgets",
         "_clock",
         "_limited",
@@ -197,6 +218,7 @@ class Gate:
         span_arguments: bool = False,
         counters: CounterStore | None = None,
         shadow: PolicyBackend | None = None,
+        record_args: RecordArgs = "none",
     ) -> None:
         if (
             type(approval_poll_s) not in (int, float)
@@ -218,6 +240,9 @@ class Gate:
         counter_store: CounterStore = MemoryCounterStore() if counters is None else counters
         if not isinstance(counter_store, CounterStore):
             raise TypeError(f"counters must be a CounterStore, not {type_name(counter_store)}")
+        choice: object = record_args  # the annotation is a promise the caller may break
+        if type(choice) is not str or choice not in ("none", "scrubbed"):
+            raise ValueError(f"record_args must be 'none' or 'scrubbed', not {record_args!r}")
         self._span_arguments = span_arguments
         self._policy = policy
         self._sink = sink
@@ -239,6 +264,17 @@ class Gate:
             max_depth=settings.max_depth,
             max_bytes=settings.max_bytes,
             to_data=to_data,
+        )
+        # The stored copy of the arguments (opt-in) is scrubbed by every detector,
+        # exemptions ignored: a scrub_exempt field reaches the tool, not the log.
+        self._args_scrubber: Scrubber | None = (
+            Scrubber(
+                fingerprint_key=os.urandom(32),
+                max_depth=settings.max_depth,
+                max_bytes=settings.max_bytes,
+            )
+            if record_args == "scrubbed"
+            else None
         )
         # What the log keeps of outside text is scrubbed by every detector, whatever
         # the policy lists (SPEC §4); `record_text` never raises.
@@ -401,6 +437,9 @@ class Gate:
             executed_sha256 = None
         if trace.rejected is not None:
             _log.warning("ghost.traceparent_rejected", decision_id=decision_id, why=trace.rejected)
+        stored: str | _Off | None = _OFF
+        if self._args_scrubber is not None:
+            stored = self._stored_args(self._args_scrubber, snapshot)
         shadow = (
             None
             if self._shadow is None
@@ -413,7 +452,7 @@ class Gate:
                 _Times(stamp_ns, max(verdict_stamp_ns, stamp_ns), latency_ns, end_ns),
                 trace,
                 outcome,
-                _Hashes(args_sha256, executed_sha256),
+                _Hashes(args_sha256, executed_sha256, stored),
                 errors,
                 limit_check,
                 shadow,
@@ -522,6 +561,22 @@ class Gate:
             return f"<arguments not encodable: {type_name(exc)}>"
         return self._recorded(text)
 
+    def _stored_args(self, scrubber: Scrubber, snapshot: ActionSnapshot | None) -> str | None:
+        """The opted-in copy of the arguments: scrubbed JCS text, or None (never raises)."""
+        if snapshot is None:
+            return None
+        try:
+            data = jcs_bytes(scrubber.scrub(snapshot.args).value)
+            if len(data) > MAX_RECORDED_ARGS_BYTES:
+                return None
+            text = data.decode("utf-8")
+            # The JSON text once more, as a whole: nothing a detector finds is ever stored.
+            if scrubber.record_text(text) != text:
+                return None
+        except Exception:  # noqa: BLE001 - a copy that cannot be made is not stored
+            return None
+        return text
+
     def _names(self, snapshot: ActionSnapshot | None, fields: tuple[object, ...]) -> _Names:
         """The action's names as the log keeps them: escaped, scrubbed (never raises)."""
         if snapshot is not None:
@@ -575,6 +630,8 @@ class Gate:
         }
         if shadow is not None:  # only a shadowed gate's records have the key (ADR 0031)
             assessment["shadow"] = shadow
+        if not isinstance(hashes.args_scrubbed, _Off):
+            assessment["args_scrubbed"] = hashes.args_scrubbed
 
         def decision_record(assessment_sha256: str) -> dict[str, object]:
             return {

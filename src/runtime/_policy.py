@@ -20,6 +20,7 @@ from typing import Any
 
 from runtime._backend import SealedPolicy
 from runtime._canonical import jcs_bytes, sha256_hex, value_sha256
+from runtime._diagnosis import RuleDiagnosis
 from runtime._errors import CanonicalEncodingError, PolicyError
 from runtime._frozen import plain_copy
 from runtime._policy_load import ScrubSettings, load_policy
@@ -189,6 +190,19 @@ class Policy(SealedPolicy):
             )
 
         return ShadowRulesView(self, matching)
+
+    def diagnose_rules(
+        self, agent: str, verb: str, resource: str, args: Mapping[str, Any]
+    ) -> tuple[RuleDiagnosis, ...]:
+        """Every rule's diagnosis against an action, in file order (`Rule.diagnose`).
+
+        The side API of ``ghost policy explain``; a check never calls it.
+
+        Raises:
+            AmbiguousResource: the resource cannot be canonicalised (the gate denies).
+        """
+        canonical = canonical_resource(resource)
+        return tuple(rule.diagnose(agent, verb, canonical, args) for rule in self.rules)
 
 
 def _copy(data: object, origin: str) -> Any:

@@ -12,9 +12,9 @@ policy made.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Any, Final, TypeVar
 
 from runtime._conditions import OPERATORS, Condition
 from runtime._detectors import DETECTOR_NAMES
@@ -28,7 +28,15 @@ from runtime._re2 import Regex, RegexError
 from runtime._rule import ApprovalSpec, Rule
 from runtime._verdict import Effect
 
-__all__ = ["MAX_SCRUB_DEPTH", "LoadedPolicy", "ScrubSettings", "load_policy"]
+__all__ = [
+    "MAX_SCRUB_DEPTH",
+    "LoadedPolicy",
+    "ScrubSettings",
+    "collect_policy_problems",
+    "load_policy",
+]
+
+_T = TypeVar("_T")
 
 MAX_SCRUB_DEPTH: Final = 256
 """Largest ``[scrub] max_depth`` a policy may set (the canonical encoder's bound)."""
@@ -86,6 +94,34 @@ def load_policy(data: Mapping[str, Any], origin: str) -> LoadedPolicy:
     return _Parser(origin).policy(data)
 
 
+def collect_policy_problems(data: Mapping[str, Any], origin: str) -> tuple[PolicyError, ...]:
+    """Validate plain policy data like `load_policy`, but gather every problem instead of the first.
+
+    The same checks run in the same order; where `load_policy` raises, this
+    records the error and goes on with the next independent part (the next
+    field, condition, narrowing entry or rule). It builds nothing usable: a
+    policy is loaded only by `load_policy`, all or nothing. Each error's
+    ``rule_index`` attribute is the rule's position in ``rules`` (None for
+    top-level fields), so that a checker can place it in the source.
+
+    Args:
+        data: the plain copy (`runtime._frozen.plain_copy`).
+        origin: the file (or ``"<dict>"``), for errors.
+
+    Returns:
+        every problem found, in the order `load_policy` would meet them; empty
+        when the policy loads.
+    """
+    parser = _Parser(origin, collect=True)
+    parser.attempt(parser.policy, data)
+    assert parser.problems is not None
+    return tuple(parser.problems)
+
+
+class _Abandoned(Exception):
+    """A part of the policy failed in collecting mode: its problems are recorded, skip the rest."""
+
+
 def _is_number(value: object) -> bool:
     return isinstance(value, int | float) and not isinstance(value, bool)
 
@@ -93,40 +129,93 @@ def _is_number(value: object) -> bool:
 class _Parser:
     """Validates policy data field by field; every error names where it is."""
 
-    def __init__(self, origin: str) -> None:
+    def __init__(self, origin: str, *, collect: bool = False) -> None:
         self.origin = origin
+        # Collecting mode (`collect_policy_problems`): errors are gathered here.
+        self.problems: list[PolicyError] | None = [] if collect else None
+        self.rule_index: int | None = None
 
     def fail(self, problem: str, rule: str | None = None, field: str | None = None) -> PolicyError:
-        return PolicyError(problem, source=self.origin, rule=rule, field=field)
+        error = PolicyError(problem, source=self.origin, rule=rule, field=field)
+        error.rule_index = self.rule_index
+        return error
+
+    def attempt(self, check: Callable[..., _T], *args: Any) -> _T | None:
+        """Run one independent check: raise its error, or in collecting mode record it.
+
+        Returns what the check returns, or None when it failed in collecting mode.
+        """
+        if self.problems is None:
+            return check(*args)
+        try:
+            return check(*args)
+        except _Abandoned:
+            return None
+        except PolicyError as error:
+            if error.rule_index is None:
+                error.rule_index = self.rule_index
+            self.problems.append(error)
+            return None
+
+    def settle(self, before: int) -> None:
+        """Collecting mode: abandon the enclosing part if it recorded problems since ``before``."""
+        if self.problems is not None and len(self.problems) > before:
+            raise _Abandoned
+
+    def mark(self) -> int:
+        return 0 if self.problems is None else len(self.problems)
 
     def policy(self, data: Mapping[str, Any]) -> LoadedPolicy:
-        self.keys(data, _TOP_KEYS, None, None)
+        start = self.mark()
+        if not isinstance(data, Mapping):
+            raise self.fail(f"must be a table, not {type(data).__name__}")
+        self.attempt(self.keys, data, _TOP_KEYS, None, None)
         policy_id = data.get("policy_id")
         if not isinstance(policy_id, str) or not policy_id:
-            raise self.fail(
+            self.attempt(self.raise_, self.fail(
                 "policy_id is required and must be a non-empty string", field="policy_id"
-            )
-        self.optional_text(data, "description", None)
+            ))  # fmt: skip
+        self.attempt(self.optional_text, data, "description", None)
         default = data.get("default", "deny")
         if default not in ("deny", "allow"):
-            raise self.fail(f"must be 'deny' or 'allow', not {default!r}", field="default")
+            self.attempt(self.raise_, self.fail(
+                f"must be 'deny' or 'allow', not {default!r}", field="default"
+            ))  # fmt: skip
         raw_rules = data.get("rules", [])
         if not isinstance(raw_rules, list):
-            raise self.fail("must be an array of tables ([[rules]])", field="rules")
+            self.attempt(self.raise_, self.fail(
+                "must be an array of tables ([[rules]])", field="rules"
+            ))  # fmt: skip
+            raw_rules = []
         rules: list[Rule] = []
         seen: set[str] = set()
         for index, raw in enumerate(raw_rules):
-            rule = self.rule(raw, index)
-            if rule.id in seen:
-                raise self.fail("duplicate rule id", rule=rule.id, field="id")
-            seen.add(rule.id)
-            rules.append(rule)
+            self.rule_index = index
+            rule = self.attempt(self.rule, raw, index)
+            if rule is not None:
+                if rule.id in seen:
+                    self.attempt(
+                        self.raise_, self.fail("duplicate rule id", rule=rule.id, field="id")
+                    )
+                seen.add(rule.id)
+                rules.append(rule)
+            elif isinstance(raw, Mapping) and isinstance(raw.get("id"), str):
+                seen.add(raw["id"])
+        self.rule_index = None
+        scrub = self.attempt(self.scrub, data.get("scrub", {}))
+        self.settle(start)
+        assert isinstance(policy_id, str)
+        assert scrub is not None
         return LoadedPolicy(
             policy_id=policy_id,
             default=Effect(default),
             rules=tuple(rules),
-            scrub=self.scrub(data.get("scrub", {})),
+            scrub=scrub,
         )
+
+    @staticmethod
+    def raise_(error: PolicyError) -> None:
+        raise error
 
     def keys(
         self, table: object, allowed: frozenset[str], rule: str | None, prefix: str | None
@@ -137,7 +226,9 @@ class _Parser:
             if key not in allowed:
                 name = key if prefix is None else f"{prefix}.{key}"
                 hint = ", ".join(sorted(allowed))
-                raise self.fail(f"unknown key (allowed here: {hint})", rule=rule, field=str(name))
+                self.attempt(self.raise_, self.fail(
+                    f"unknown key (allowed here: {hint})", rule=rule, field=str(name)
+                ))  # fmt: skip
 
     def optional_text(self, table: Mapping[str, Any], key: str, rule: str | None) -> str:
         value = table.get(key, "")
@@ -166,14 +257,65 @@ class _Parser:
         rule_id = raw.get("id")
         if not isinstance(rule_id, str) or not rule_id:
             raise self.fail("id is required and must be a non-empty string", rule=where, field="id")
-        self.keys(raw, _RULE_KEYS, rule_id, None)
+        start = self.mark()
+        self.attempt(self.keys, raw, _RULE_KEYS, rule_id, None)
         effect_text = raw.get("effect")
+        effect: Effect | None = None
         if effect_text not in tuple(Effect):
             allowed = ", ".join(e.value for e in Effect)
-            raise self.fail(
+            self.attempt(self.raise_, self.fail(
                 f"must be one of {allowed}, not {effect_text!r}", rule=rule_id, field="effect"
-            )
-        effect = Effect(effect_text)
+            ))  # fmt: skip
+        else:
+            effect = Effect(effect_text)
+        if effect is not None:
+            self.attempt(self.effect_terms, raw, effect, rule_id)
+        globs: dict[str, tuple[str, ...]] = {}
+        for key, default in (("agents", ("*",)), ("verbs", ("*",)), ("resources", ("**",))):
+            patterns = self.attempt(self.strings, raw, key, rule_id, default)
+            if patterns is not None:
+                globs[key] = patterns
+        for key, patterns in globs.items():
+            self.attempt(self.globs, patterns, key, rule_id)
+        exempt = self.attempt(self.strings, raw, "scrub_exempt", rule_id, ())
+        for dotted in exempt or ():
+            self.attempt(self.path, dotted, rule_id, "scrub_exempt")
+        when = self.attempt(self.when, raw.get("when", {}), rule_id)
+        narrow = self.attempt(self.narrow, raw["narrow"], rule_id) if "narrow" in raw else None
+        approval = (
+            self.attempt(self.approval, raw.get("approval", {}), rule_id)
+            if effect is Effect.APPROVAL
+            else None
+        )
+        limit = (
+            self.attempt(self.limit, raw["limit"], rule_id, effect)
+            if "limit" in raw and effect is not None
+            else None
+        )
+        shadow = self.attempt(self.flag, raw, "shadow", rule_id)
+        description = self.attempt(self.optional_text, raw, "description", rule_id)
+        self.settle(start)
+        assert effect is not None
+        assert exempt is not None
+        assert when is not None
+        assert description is not None
+        assert shadow is not None
+        return Rule(
+            id=rule_id,
+            effect=effect,
+            agents=globs["agents"],
+            verbs=globs["verbs"],
+            resources=globs["resources"],
+            when=when,
+            narrow=narrow,
+            approval=approval,
+            scrub_exempt=exempt,
+            description=description,
+            limit=limit,
+            shadow=shadow,
+        )
+
+    def effect_terms(self, raw: Mapping[str, Any], effect: Effect, rule_id: str) -> None:
         if "narrow" in raw and effect is not Effect.NARROW:
             raise self.fail(
                 "only a rule with effect = 'narrow' may narrow", rule=rule_id, field="narrow"
@@ -186,39 +328,18 @@ class _Parser:
                 rule=rule_id,
                 field="approval",
             )
-        globs = {key: self.strings(raw, key, rule_id, default) for key, default in
-                 (("agents", ("*",)), ("verbs", ("*",)), ("resources", ("**",)))}  # fmt: skip
-        for key, patterns in globs.items():
-            try:
-                GlobSet(patterns, resources=key == "resources", field=key)
-            except GlobError as exc:
-                raise self.fail(str(exc), rule=rule_id, field=key) from None
-        exempt = self.strings(raw, "scrub_exempt", rule_id, ())
-        for dotted in exempt:
-            self.path(dotted, rule_id, "scrub_exempt")
-        when = self.when(raw.get("when", {}), rule_id)
-        narrow = self.narrow(raw["narrow"], rule_id) if "narrow" in raw else None
-        approval = (
-            self.approval(raw.get("approval", {}), rule_id) if effect is Effect.APPROVAL else None
-        )
-        limit = self.limit(raw["limit"], rule_id, effect) if "limit" in raw else None
-        shadow = raw.get("shadow", False)
-        if type(shadow) is not bool:
-            raise self.fail("must be true or false", rule=rule_id, field="shadow")
-        return Rule(
-            id=rule_id,
-            effect=effect,
-            agents=globs["agents"],
-            verbs=globs["verbs"],
-            resources=globs["resources"],
-            when=when,
-            narrow=narrow,
-            approval=approval,
-            scrub_exempt=exempt,
-            description=self.optional_text(raw, "description", rule_id),
-            limit=limit,
-            shadow=shadow,
-        )
+
+    def flag(self, raw: Mapping[str, Any], key: str, rule_id: str) -> bool:
+        value = raw.get(key, False)
+        if type(value) is not bool:
+            raise self.fail("must be true or false", rule=rule_id, field=key)
+        return value
+
+    def globs(self, patterns: tuple[str, ...], key: str, rule_id: str) -> None:
+        try:
+            GlobSet(patterns, resources=key == "resources", field=key)
+        except GlobError as exc:
+            raise self.fail(str(exc), rule=rule_id, field=key) from None
 
     def path(self, key: object, rule: str, field: str) -> tuple[str, ...]:
         if not isinstance(key, str) or not key or "" in key.split("."):
@@ -248,27 +369,32 @@ class _Parser:
     def when(self, raw: object, rule: str) -> tuple[Condition, ...]:
         if not isinstance(raw, Mapping):
             raise self.fail("must be a table of conditions", rule=rule, field="when")
-        conditions = []
-        for key, ops in raw.items():
-            field_name = f"when.{key}"
-            path = self.path(key, rule, "when")
-            if not isinstance(ops, Mapping) or not ops:
-                raise self.fail(
-                    "expected a table of operators, such as { gt = 50 }",
-                    rule=rule,
-                    field=field_name,
-                )
-            for op, operand in ops.items():
-                self.operand(op, operand, rule, f"{field_name}.{op}")
-            if ops.get("exists") is False and len(ops) > 1:
-                raise self.fail(
-                    "exists = false stands alone: with other operators it could never hold",
-                    rule=rule,
-                    field=field_name,
-                )
-            frozen = tuple((op, freeze(operand)) for op, operand in ops.items())
-            conditions.append(Condition(rule, path, frozen))
-        return tuple(conditions)
+        start = self.mark()
+        conditions = [self.attempt(self.condition, key, ops, rule) for key, ops in raw.items()]
+        self.settle(start)
+        return tuple(condition for condition in conditions if condition is not None)
+
+    def condition(self, key: str, ops: object, rule: str) -> Condition:
+        field_name = f"when.{key}"
+        path = self.path(key, rule, "when")
+        if not isinstance(ops, Mapping) or not ops:
+            raise self.fail(
+                "expected a table of operators, such as { gt = 50 }",
+                rule=rule,
+                field=field_name,
+            )
+        start = self.mark()
+        for op, operand in ops.items():
+            self.attempt(self.operand, op, operand, rule, f"{field_name}.{op}")
+        self.settle(start)
+        if ops.get("exists") is False and len(ops) > 1:
+            raise self.fail(
+                "exists = false stands alone: with other operators it could never hold",
+                rule=rule,
+                field=field_name,
+            )
+        frozen = tuple((op, freeze(operand)) for op, operand in ops.items())
+        return Condition(rule, path, frozen)
 
     def operand(self, op: object, operand: object, rule: str, field: str) -> None:
         if op not in OPERATORS:
@@ -299,40 +425,63 @@ class _Parser:
                 ) from None
 
     def narrow(self, raw: object, rule: str) -> Narrowing:
+        start = self.mark()
         self.keys(raw, _NARROW_KEYS, rule, "narrow")
         assert isinstance(raw, Mapping)
         if not raw:
             raise self.fail(
                 "needs at least one of clamp, keep, set, within", rule=rule, field="narrow"
             )
-        keep = None
-        if "keep" in raw:
-            keep = self.strings(raw, "keep", rule, ())
-            for key in keep:
-                if "." in key:
-                    raise self.fail(
-                        f"{key!r}: keep names top-level arguments, not dotted paths",
-                        rule=rule,
-                        field="narrow.keep",
-                    )
-        clamp, forced, within = [], [], []
-        for key, bound in self.table(raw, "clamp", rule).items():
-            if not _is_number(bound) or (type(bound) is float and not math.isfinite(bound)):
-                raise self.fail(
-                    "a clamp bound must be a finite number", rule=rule, field=f"narrow.clamp.{key}"
-                )
-            clamp.append((self.path(key, rule, "narrow.clamp"), bound))
-        for key, value in self.table(raw, "set", rule).items():
-            self.json_value(value, rule, f"narrow.set.{key}")
-            forced.append((self.path(key, rule, "narrow.set"), freeze(value)))
-        for key, prefix in self.table(raw, "within", rule).items():
-            problem = check_prefix(prefix) if isinstance(prefix, str) else "must be a string"
-            if problem is not None:
-                raise self.fail(
-                    f"a within prefix {problem}", rule=rule, field=f"narrow.within.{key}"
-                )
-            within.append((self.path(key, rule, "narrow.within"), prefix))
+        keep = self.attempt(self.keep, raw, rule) if "keep" in raw else None
+        clamp: list[tuple[tuple[str, ...], int | float]] = []
+        forced: list[tuple[tuple[str, ...], Any]] = []
+        within: list[tuple[tuple[str, ...], str]] = []
+        for key, bound in (self.attempt(self.table, raw, "clamp", rule) or {}).items():
+            entry = self.attempt(self.clamp_entry, key, bound, rule)
+            if entry is not None:
+                clamp.append(entry)
+        for key, value in (self.attempt(self.table, raw, "set", rule) or {}).items():
+            forced_entry = self.attempt(self.set_entry, key, value, rule)
+            if forced_entry is not None:
+                forced.append(forced_entry)
+        for key, prefix in (self.attempt(self.table, raw, "within", rule) or {}).items():
+            within_entry = self.attempt(self.within_entry, key, prefix, rule)
+            if within_entry is not None:
+                within.append(within_entry)
+        self.settle(start)
         return Narrowing(keep=keep, clamp=tuple(clamp), set=tuple(forced), within=tuple(within))
+
+    def keep(self, raw: Mapping[str, Any], rule: str) -> tuple[str, ...]:
+        keep = self.strings(raw, "keep", rule, ())
+        for key in keep:
+            if "." in key:
+                raise self.fail(
+                    f"{key!r}: keep names top-level arguments, not dotted paths",
+                    rule=rule,
+                    field="narrow.keep",
+                )
+        return keep
+
+    def clamp_entry(
+        self, key: str, bound: object, rule: str
+    ) -> tuple[tuple[str, ...], int | float]:
+        if not _is_number(bound) or (type(bound) is float and not math.isfinite(bound)):
+            raise self.fail(
+                "a clamp bound must be a finite number", rule=rule, field=f"narrow.clamp.{key}"
+            )
+        assert isinstance(bound, int | float)
+        return (self.path(key, rule, "narrow.clamp"), bound)
+
+    def set_entry(self, key: str, value: object, rule: str) -> tuple[tuple[str, ...], Any]:
+        self.json_value(value, rule, f"narrow.set.{key}")
+        return (self.path(key, rule, "narrow.set"), freeze(value))
+
+    def within_entry(self, key: str, prefix: object, rule: str) -> tuple[tuple[str, ...], str]:
+        problem = check_prefix(prefix) if isinstance(prefix, str) else "must be a string"
+        if problem is not None:
+            raise self.fail(f"a within prefix {problem}", rule=rule, field=f"narrow.within.{key}")
+        assert isinstance(prefix, str)
+        return (self.path(key, rule, "narrow.within"), prefix)
 
     def table(self, raw: Mapping[str, Any], key: str, rule: str) -> Mapping[str, Any]:
         value = raw.get(key, {})
@@ -341,16 +490,18 @@ class _Parser:
         return value
 
     def approval(self, raw: object, rule: str) -> ApprovalSpec:
+        start = self.mark()
         self.keys(raw, _APPROVAL_KEYS, rule, "approval")
         assert isinstance(raw, Mapping)
         timeout = raw.get("timeout_s", _DEFAULT_APPROVAL_TIMEOUT_S)
         if not _is_number(timeout) or not 0 < timeout < math.inf:
-            raise self.fail(
+            self.attempt(self.raise_, self.fail(
                 "must be a positive number of seconds", rule=rule, field="approval.timeout_s"
-            )
+            ))  # fmt: skip
         approvers = None
         if "approvers" in raw:
-            approvers = self.strings(raw, "approvers", rule, ())
+            approvers = self.attempt(self.strings, raw, "approvers", rule, ())
+        self.settle(start)
         return ApprovalSpec(timeout_s=float(timeout), approvers=approvers)
 
     def limit(self, raw: object, rule: str, effect: Effect) -> LimitSpec:

@@ -15,6 +15,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from runtime._conditions import Condition
+from runtime._diagnosis import PartCheck, RuleDiagnosis
+from runtime._errors import EvaluationError
+from runtime._frozen import thaw
 from runtime._glob import GlobSet
 from runtime._limit import LimitSpec
 from runtime._narrowing import Narrowing
@@ -101,3 +104,53 @@ class Rule:
             and self._resources.matches(resource)
             and all(condition.holds(args) for condition in self.when)
         )
+
+    def diagnose(
+        self, agent: str, verb: str, resource: str, args: Mapping[str, Any]
+    ) -> RuleDiagnosis:
+        """Why this rule does or does not match the action, part by part (`runtime._diagnosis`).
+
+        Not for the hot path: `matches` answers the same question at once.
+        Every condition is tested, even when a glob failed, so that a near
+        miss shows what else would have stood in the way; a condition's
+        error counts (`RuleDiagnosis.error`) only where the globs matched, as
+        in `matches`.
+
+        Args:
+            agent, verb, resource, args: as `matches` (``resource`` canonical).
+        """
+        checks = [
+            _glob_check("verbs", self._verbs, verb, "verb", self.verbs == ("*",)),
+            _glob_check("agents", self._agents, agent, "agent", self.agents == ("*",)),
+            _glob_check("resources", self._resources, resource, "resource",
+                        self.resources == ("**",)),
+        ]  # fmt: skip
+        scoped = all(check.holds for check in checks)
+        error = None
+        for condition in self.when:
+            operators = ", ".join(f"{op} {_operand(value)}" for op, value in condition.operators)
+            part = f"when.{condition.dotted}"
+            try:
+                holds = condition.holds(args)
+            except EvaluationError as exc:
+                checks.append(PartCheck(part, None, f"cannot be evaluated: {exc}"))
+                if scoped and error is None:
+                    error = str(exc)
+                continue
+            detail = f"{operators}: {'holds' if holds else 'does not hold'}"
+            checks.append(PartCheck(part, holds, detail))
+        matched = error is None and all(check.holds for check in checks)
+        return RuleDiagnosis(self.id, self.effect, matched, tuple(checks), error)
+
+
+def _glob_check(part: str, globs: GlobSet, text: str, what: str, default: bool) -> PartCheck:
+    patterns = ", ".join(repr(p) for p in globs.patterns)
+    if globs.matches(text):
+        return PartCheck(part, holds=True, detail=f"the {what} matches {patterns}", default=default)
+    return PartCheck(part, holds=False, detail=f"the {what} matches none of {patterns}",
+                     default=default)  # fmt: skip
+
+
+def _operand(value: object) -> str:
+    text = repr(thaw(value))
+    return text if len(text) <= 60 else text[:57] + "..."

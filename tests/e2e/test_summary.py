@@ -208,7 +208,7 @@ def test_ghost_help_gives_every_command_one_short_line(tmp_path: Path) -> None:
     names = [line.split()[0] for line in listed if line.startswith("    ") and line[4] != " "]
     assert names == [
         "verify", "trace-decisions", "summary", "report", "demo", "keygen", "prove",
-        "verify-proof", "approvals", "mcp-proxy", "export", "fleet", "audit-daemon",
+        "verify-proof", "approvals", "mcp-proxy", "export", "fleet", "audit-daemon", "policy",
     ]  # fmt: skip
     assert all(len(line) <= 80 for line in listed), listed
     assert len(listed) == len(names)  # each help on its command's line, trace-decisions too
