@@ -48,7 +48,15 @@ from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
-from runtime import CEDAR_MEDIA_TYPE, CedarPolicy, Policy, PolicyError, loads_strict, value_sha256
+from runtime import (
+    CEDAR_BUNDLE_MEDIA_TYPE,
+    CEDAR_MEDIA_TYPE,
+    CedarPolicy,
+    Policy,
+    PolicyError,
+    loads_strict,
+    value_sha256,
+)
 from runtime._backend import PolicyBackend
 from runtime._evaluate import Evaluator, LimitStateUnknown
 from runtime._rule import Rule
@@ -179,7 +187,9 @@ def attached_policy(
         raise ReplayError("no attachment holds the policy source the run names")
     try:
         policy: PolicyBackend
-        if found.media_type == CEDAR_MEDIA_TYPE:
+        if found.media_type == CEDAR_BUNDLE_MEDIA_TYPE:
+            policy = CedarPolicy.from_bundle(found.data)
+        elif found.media_type == CEDAR_MEDIA_TYPE:
             policy = CedarPolicy.from_str(
                 found.data.decode("utf-8"), policy_id=str(run_record.get("policy_id"))
             )
@@ -203,7 +213,7 @@ def attached_policy(
     if policy.policy_sha256 != run_record.get("policy_sha256"):
         raise ReplayError(
             f"the attached policy {found.name!r} does not rebuild to the run's policy_sha256"
-            " (a Cedar policy's scrub settings, schema or mapping are not in its attachment);"
+            " (a Cedar policy built with a mapping needs that mapping);"
             " give the policy with --policy"
         )
     return policy

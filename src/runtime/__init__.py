@@ -40,7 +40,7 @@ from runtime._canonical import (
     sha256_hex,
     value_sha256,
 )
-from runtime._cedar import CEDAR_MEDIA_TYPE, CedarPolicy
+from runtime._cedar import CEDAR_BUNDLE_MEDIA_TYPE, CEDAR_MEDIA_TYPE, CedarPolicy
 from runtime._cedar_request import CedarEntity, CedarMapping, CedarRequest, convention_request
 from runtime._clock import Clock, SystemClock
 from runtime._counter_sqlite import SqliteCounterStore
@@ -89,6 +89,7 @@ __version__ = SDK_VERSION
 
 
 __all__ = [
+    "CEDAR_BUNDLE_MEDIA_TYPE",
     "CEDAR_MEDIA_TYPE",
     "SDK_VERSION",
     "Action",

@@ -51,7 +51,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from runtime._backend import SealedPolicy
-from runtime._canonical import sha256_hex, value_sha256
+from runtime._canonical import jcs_bytes, loads_strict, sha256_hex, value_sha256
 from runtime._cedar_request import CedarMapping, convention_request, encode_request
 from runtime._diagnosis import PartCheck, RuleDiagnosis
 from runtime._errors import CanonicalEncodingError, CedarEvaluationError, PolicyError
@@ -62,10 +62,13 @@ from runtime._rule import Rule
 from runtime._shadow_rules import ShadowRulesView
 from runtime._verdict import Effect
 
-__all__ = ["CEDAR_MEDIA_TYPE", "CedarPolicy"]
+__all__ = ["CEDAR_BUNDLE_MEDIA_TYPE", "CEDAR_MEDIA_TYPE", "CedarPolicy"]
 
 CEDAR_MEDIA_TYPE: Final = "application/cedar"
 """The media type of a Cedar policy attached to a run."""
+CEDAR_BUNDLE_MEDIA_TYPE: Final = "application/vnd.ghost.cedar-bundle+json"
+"""The media type of the attachment of a Cedar policy built with a schema, scrub settings
+or a mapping: the JSON of everything its ``policy_sha256`` covers (`CedarPolicy.from_bundle`)."""
 
 _EFFECTS: Final = frozenset({"allow", "narrow", "approval"})
 # annotation -> (rule key, sub-key or None): where its TOML value goes in the rule table.
@@ -107,9 +110,11 @@ class CedarPolicy(SealedPolicy):
         scrub: the scrubber settings (the TOML ``[scrub]`` table, passed as ``scrub=``).
         policy_sha256: content address of the Cedar text, the schema, the
             policy id, the scrub settings and the mapping's name.
-        source: the Cedar text's bytes, attached to the run; ``source_name``,
-            ``source_media_type`` (``application/cedar``) and ``source_sha256``
-            describe them.
+        source: what the run attaches: the Cedar text's bytes, or, for a policy
+            built with a schema, scrub settings or a mapping, the bundle
+            (RFC 8785 JSON) of everything ``policy_sha256`` covers;
+            ``source_name``, ``source_media_type`` (``application/cedar``, or
+            `CEDAR_BUNDLE_MEDIA_TYPE`) and ``source_sha256`` describe them.
     """
 
     __slots__ = (
@@ -177,22 +182,26 @@ class CedarPolicy(SealedPolicy):
         self._shadowed = any(rule.shadow for rule in self.rules)
         self._mapping: CedarMapping = convention_request if mapping is None else mapping
         self._authorize = cedarpy.is_authorized
+        described = {
+            "format": "cedar",
+            "policy_id": self.policy_id,
+            "cedar": text,
+            "schema": schema,
+            "scrub": scrub_table,
+            "mapping": None if mapping is None else _qualified_name(mapping),
+        }
         try:
-            self.policy_sha256: str = value_sha256(
-                {
-                    "format": "cedar",
-                    "policy_id": self.policy_id,
-                    "cedar": text,
-                    "schema": schema,
-                    "scrub": scrub_table,
-                    "mapping": None if mapping is None else _qualified_name(mapping),
-                }
-            )
+            self.policy_sha256: str = value_sha256(described)
+            # The run attaches what the verdicts depend on: the Cedar text alone when
+            # that is all, else the bundle of everything `policy_sha256` covers, so a
+            # run with a schema or scrub settings is self-contained too (a mapping is
+            # code: the bundle names it, `from_bundle` needs it handed back).
+            bundled = schema is not None or bool(scrub_table) or mapping is not None
+            self.source = jcs_bytes(described) if bundled else text.encode("utf-8")
         except CanonicalEncodingError as exc:
             raise PolicyError(str(exc), source=origin) from None
-        self.source = text.encode("utf-8")
-        self.source_name = source_name
-        self.source_media_type = CEDAR_MEDIA_TYPE
+        self.source_name = f"{source_name}.json" if bundled else source_name
+        self.source_media_type = CEDAR_BUNDLE_MEDIA_TYPE if bundled else CEDAR_MEDIA_TYPE
         self.source_sha256 = sha256_hex(self.source)
 
     @classmethod
@@ -248,6 +257,50 @@ class CedarPolicy(SealedPolicy):
             PolicyError: the policy is malformed.
         """
         return cls(text, policy_id=policy_id, schema=schema, mapping=mapping, scrub=scrub)
+
+    @classmethod
+    def from_bundle(cls, data: bytes, *, mapping: CedarMapping | None = None) -> CedarPolicy:
+        """Rebuild a Cedar policy from the bundle a run attaches (`CEDAR_BUNDLE_MEDIA_TYPE`).
+
+        Args:
+            data: the attachment's bytes (JSON: the Cedar text, schema, policy
+                id, scrub settings and the mapping's name).
+            mapping: the mapping the bundle names, when it names one.
+
+        Raises:
+            PolicyError: the bundle is malformed, names a mapping and none was
+                given (or another one was), or its policy does not load.
+        """
+        origin = "<cedar bundle>"
+        try:
+            bundle = loads_strict(data)
+        except ValueError as exc:
+            raise PolicyError(f"not a Cedar bundle: {exc}", source=origin) from None
+        fields = {"format", "policy_id", "cedar", "schema", "scrub", "mapping"}
+        if not isinstance(bundle, dict) or set(bundle) != fields or bundle["format"] != "cedar":
+            raise PolicyError("not a Cedar bundle (its fields are not ghost's)", source=origin)
+        if not isinstance(bundle["cedar"], str) or not isinstance(bundle["policy_id"], str):
+            raise PolicyError("a Cedar bundle's cedar and policy_id are text", source=origin)
+        if bundle["schema"] is not None and not isinstance(bundle["schema"], str):
+            raise PolicyError("a Cedar bundle's schema is text or null", source=origin)
+        if not isinstance(bundle["scrub"], dict):
+            raise PolicyError("a Cedar bundle's scrub is a table", source=origin)
+        named = bundle["mapping"]
+        given = None if mapping is None else _qualified_name(mapping)
+        if named != given:
+            raise PolicyError(
+                f"the bundle was built with mapping {named!r}, not {given!r}: pass that mapping",
+                source=origin,
+                field="mapping",
+            )
+        return cls(
+            bundle["cedar"],
+            policy_id=bundle["policy_id"],
+            schema=bundle["schema"],
+            mapping=mapping,
+            scrub=bundle["scrub"],
+            origin=origin,
+        )
 
     def matching_rules(
         self, agent: str, verb: str, resource: str, args: Mapping[str, Any]

@@ -181,7 +181,10 @@ def test_from_file_reads_the_policy_and_a_schema_file(tmp_path: Path) -> None:
     )
     policy = CedarPolicy.from_file(path, schema=schema)
     assert policy.policy_id == "shop"
-    assert policy.source_name == "shop.cedar"
+    # With a schema, the run attaches the bundle of the text and the schema.
+    assert policy.source_name == "shop.cedar.json"
+    assert json.loads(policy.source)["schema"] == schema.read_text()
+    assert json.loads(policy.source)["cedar"] == path.read_text()
     assert policy.schema_text == schema.read_text()
     assert decide(policy, act(n=1))[0].verdict is RuntimeVerdict.ALLOW
     # The request is validated against the schema too: a context of the wrong shape denies.

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import tomllib
 from collections.abc import Mapping
 from typing import Any
 
@@ -10,7 +12,7 @@ import pytest
 from analysis._demo import SCRIPT, demo_cedar_policy, demo_cedar_policy_path, demo_policy_path
 from audit import MemoryAuditSink
 from runtime import (
-    CEDAR_MEDIA_TYPE,
+    CEDAR_BUNDLE_MEDIA_TYPE,
     Action,
     ApprovalError,
     CedarPolicy,
@@ -123,11 +125,16 @@ def test_the_cedar_source_is_attached_to_the_run_and_hashed() -> None:
     _, sink = _gate(policy)
     run = sink.run
     assert run is not None
-    text = demo_cedar_policy_path().read_bytes()
-    assert run.policy_source == text
-    assert run.policy_source_media_type == CEDAR_MEDIA_TYPE == "application/cedar"
-    assert run.policy_source_name == "demo_policy.cedar"
-    assert run.policy_source_sha256 == sha256_hex(text)
+    text = demo_cedar_policy_path().read_text()
+    # The demo has scrub settings: the run attaches them with the text, as a bundle
+    # that rebuilds the very policy (a run is self-contained).
+    bundle = json.loads(run.policy_source)
+    assert bundle["cedar"] == text
+    assert bundle["scrub"] == tomllib.loads(demo_policy_path().read_text())["scrub"]
+    assert run.policy_source_media_type == CEDAR_BUNDLE_MEDIA_TYPE
+    assert run.policy_source_name == "demo_policy.cedar.json"
+    assert run.policy_source_sha256 == sha256_hex(run.policy_source)
+    assert CedarPolicy.from_bundle(run.policy_source).policy_sha256 == policy.policy_sha256
     assert run.policy_id == "demo-support-desk"
     assert run.policy_sha256 == policy.policy_sha256
 
