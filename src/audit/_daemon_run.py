@@ -24,9 +24,18 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
-from audit._chain import CHECKPOINT_TOPIC, ChainedRecord, ProcessIdentity, WriterIdentity
+from audit._chain import (
+    CHECKPOINT_TOPIC,
+    ChainedRecord,
+    ProcessIdentity,
+    WriterIdentity,
+    check_appendable,
+)
+from audit._compiled_schemas import schema_valid
 from audit._mcap_sink import McapAuditSink
+from audit._schemas import TOPICS
 from audit._signing import strict_b64decode
+from audit._validate import schema_problems
 from audit._wire import PROTOCOL, FrameError, encode_frame, read_frame
 from runtime import AuditError, RunStart, ShadowPolicy, make_uuid7
 from runtime._logging import get_event_log
@@ -215,6 +224,7 @@ class DaemonRun:
         if not isinstance(topic, str) or not isinstance(record, Mapping):
             raise ProtocolViolation("append needs a topic and a record")
         try:
+            _check_schema(topic, record)
             sink.append(topic, record)
         except AuditError as exc:
             self._refused(n, sink, exc)
@@ -239,6 +249,8 @@ class DaemonRun:
             return {**then, link: address}
 
         try:
+            _check_schema(topic, record)
+            _check_schema(then_topic, {**then, link: _PLACEHOLDER_SHA256})
             sink.append_pair(topic, record, then_topic, linked)
         except AuditError as exc:
             self._refused(n, sink, exc)
@@ -311,6 +323,31 @@ class DaemonRun:
             )
             return
         _log.info("ghost.audit_daemon_run_sealed", run_id=sink.run_id, ended=ended)
+
+
+_PLACEHOLDER_SHA256: Final = "0" * 64
+
+
+def _check_schema(topic: str, record: Mapping[str, Any]) -> None:
+    """Refuse a record that does not match its ghost schema, before anything is written.
+
+    The daemon owns the file: a record that broke its schema would make the run
+    read as tampered, so it is refused (that call fails, the run goes on), as a
+    record the sink's own checks refuse. ``seq`` and ``prev_sha256`` are the
+    daemon's to assign: placeholders stand in for them here.
+
+    Raises:
+        AuditError: the record does not match the schema its topic carries.
+    """
+    check_appendable(topic, record)  # the sink's own checks first, with their messages
+    name = TOPICS[topic]
+    candidate = {**record, "seq": 1, "prev_sha256": _PLACEHOLDER_SHA256}
+    if schema_valid(candidate):
+        return
+    problems = schema_problems(candidate)
+    if not problems:  # pragma: no cover - the two validators agree (a test holds them so)
+        return
+    raise AuditError(f"the {topic} record does not match {name}: {'; '.join(problems[:3])}")
 
 
 def make_recording_sink(path: Path, **kwargs: Any) -> McapAuditSink:

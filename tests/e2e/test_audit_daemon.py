@@ -285,6 +285,9 @@ def test_a_refused_record_fails_that_call_only(daemon: Daemon) -> None:
             sink.append("/checkpoints", forged)
         with pytest.raises(AuditError, match="must not carry seq"):
             sink.append("/decisions", {"schema": "ghost.decision/1", "stamp_ns": 1, "seq": 5})
+        # A record that breaks its schema would make the daemon's file read as tampered.
+        with pytest.raises(AuditError, match=r"does not match ghost\.decision/1"):
+            sink.append("/decisions", {"schema": "ghost.decision/1", "stamp_ns": 1})
         decision = gate.check(Action("bot", "search", "tool:search", {}))
     path = daemon.out / f"{sink.run_id}.mcap"
     assert verify_run(path).status is RunStatus.INTACT
