@@ -7,6 +7,11 @@ the least of several runs of each, and requires the larger to cost at most
 ``bound`` times the smaller. A linear algorithm lands near 10; a quadratic one near 100, a cubic
 one near 1000, so the check separates them with a wide margin. A noisy
 measurement is retried; a super-linear algorithm fails every attempt.
+
+The default bound is 25, not 12: under a loaded machine's cache pressure a
+linear pass over a 250 KB input measured 12-16 times the cost of one over
+25 KB in every attempt (CPU time grows with cache misses, not only with
+work). 25 is still a quarter of what a quadratic algorithm costs.
 """
 
 from __future__ import annotations
@@ -45,7 +50,7 @@ def assert_linear(
     n: int,
     *,
     factor: int = 10,
-    bound: float = 12.0,
+    bound: float = 25.0,
     repeat: int = 5,
     attempts: int = 8,
 ) -> None:
