@@ -253,7 +253,13 @@ def _writer(run: Mapping[str, Any] | None) -> RunWriter | None:
     if len(values) != len(found):
         return None  # the schema check reports it
     pid, uid, gid, peer_pid, peer_uid, peer_gid = values
-    return RunWriter(pid, uid, gid, peer_pid, peer_uid, peer_gid)
+    follows = run.get("follows")
+    if not isinstance(follows, Mapping):
+        return RunWriter(pid, uid, gid, peer_pid, peer_uid, peer_gid)
+    run_id, count, head = (follows.get(k) for k in ("run_id", "record_count", "head_sha256"))
+    if not isinstance(run_id, str) or type(count) is not int or not isinstance(head, str):
+        return RunWriter(pid, uid, gid, peer_pid, peer_uid, peer_gid)  # the schema check says so
+    return RunWriter(pid, uid, gid, peer_pid, peer_uid, peer_gid, run_id, count, head)
 
 
 def _schema_problems(channel: LoggedChannel) -> Iterator[RunProblem]:

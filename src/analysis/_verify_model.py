@@ -163,6 +163,11 @@ class RunWriter:
             kernel named it (``SO_PEERCRED``).
         peer_uid: that process's user id.
         peer_gid: that process's group id.
+        follows_run_id: for a run the gate opened after reconnecting to the
+            daemon (``/run`` ``follows``, ADR 0034 addendum), the run it
+            continues; else None.
+        follows_record_count: how many of that run's records were acknowledged.
+        follows_head_sha256: the content address of the last of them.
     """
 
     pid: int
@@ -171,13 +176,22 @@ class RunWriter:
     peer_pid: int
     peer_uid: int
     peer_gid: int
+    follows_run_id: str | None = None
+    follows_record_count: int | None = None
+    follows_head_sha256: str | None = None
 
     @property
     def summary(self) -> str:
-        """One phrase for a human: the writer, then the agent it wrote for."""
-        return (
+        """One phrase for a human: the writer, the agent it wrote for, the run it follows."""
+        written = (
             f"written by ghost audit-daemon (pid {self.pid}, uid {self.uid}) for the agent"
             f" process pid {self.peer_pid}, uid {self.peer_uid}, gid {self.peer_gid} (SO_PEERCRED)"
+        )
+        if self.follows_run_id is None or self.follows_record_count is None:
+            return written
+        return (
+            f"{written}; follows run {self.follows_run_id} at record"
+            f" {self.follows_record_count - 1}, head {self.follows_head_sha256}"
         )
 
 

@@ -41,6 +41,7 @@ __all__ = [
     "ChainedRecord",
     "Durability",
     "ProcessIdentity",
+    "RunLink",
     "WriterIdentity",
     "check_appendable",
     "check_record",
@@ -85,16 +86,45 @@ class ProcessIdentity:
 
 
 @dataclass(frozen=True, slots=True)
+class RunLink:
+    """The run a daemon-written run follows after a reconnect: the ``/run`` record's ``follows``.
+
+    The gate's sink lost its daemon and opened a new run; this names the old
+    run's head as the old daemon last acknowledged it (ADR 0034, addendum).
+
+    Attributes:
+        run_id: the old run.
+        record_count: how many records of it were acknowledged (the ``seq`` after its head).
+        head_sha256: the content address of its record ``record_count - 1``.
+    """
+
+    run_id: str
+    record_count: int
+    head_sha256: str
+
+    def as_record(self) -> dict[str, str | int]:
+        """The record form (``{"run_id": ..., "record_count": ..., "head_sha256": ...}``)."""
+        return {
+            "run_id": self.run_id,
+            "record_count": self.record_count,
+            "head_sha256": self.head_sha256,
+        }
+
+
+@dataclass(frozen=True, slots=True)
 class WriterIdentity:
     """Who wrote a daemon-written run, and for whom (the ``/run`` record's ``writer``, ``peer``).
 
     Attributes:
         writer: the audit daemon process.
         peer: the process at the other end of the socket (``SO_PEERCRED``).
+        follows: the run this one continues after the gate reconnected, as the
+            daemon confirmed it; None for a first run.
     """
 
     writer: ProcessIdentity
     peer: ProcessIdentity
+    follows: RunLink | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -314,4 +344,6 @@ def make_run_record(
     if identity is not None:
         record["writer"] = identity.writer.as_record()
         record["peer"] = identity.peer.as_record()
+        if identity.follows is not None:  # only a reconnected run has the key
+            record["follows"] = identity.follows.as_record()
     return record

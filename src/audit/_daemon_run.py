@@ -28,10 +28,12 @@ from audit._chain import (
     CHECKPOINT_TOPIC,
     ChainedRecord,
     ProcessIdentity,
+    RunLink,
     WriterIdentity,
     check_appendable,
 )
 from audit._compiled_schemas import schema_valid
+from audit._daemon_link import confirm_link
 from audit._mcap_sink import McapAuditSink
 from audit._schemas import TOPICS
 from audit._signing import strict_b64decode
@@ -190,6 +192,14 @@ class DaemonRun:
             raise ProtocolViolation(f"open names another protocol than {PROTOCOL}")
         run = _run_start(frame.get("run"))
         settings = self._settings
+        follows = _run_link(frame.get("follows"))
+        if follows is not None:
+            # The agent's claim: written only once the old run's file bears it out.
+            refused = confirm_link(settings.out_dir, follows, self._peer)
+            if refused is not None:
+                why = f"the follows link is refused: {refused}"
+                self._answer(0, ok=False, error=why, fatal=True)
+                raise ProtocolViolation("a follows link the daemon cannot confirm")
         opening = settings.out_dir / f".{make_uuid7(run.stamp_ns)}.opening.mcap"
         try:
             sink = settings.make_sink(opening)
@@ -198,7 +208,9 @@ class DaemonRun:
             raise ProtocolViolation("the run's file cannot be created") from exc
         assert isinstance(sink, _RecordingSink)
         self._sink = sink
-        sink._declare_writer(WriterIdentity(writer=settings.writer, peer=self._peer))
+        sink._declare_writer(
+            WriterIdentity(writer=settings.writer, peer=self._peer, follows=follows)
+        )
         try:
             sink.open_run(run)
         except AuditError as exc:
@@ -379,6 +391,18 @@ def _run_start(run: object) -> RunStart:
         stamp_ns=stamp,
         shadow=_shadow_policy(run.get("shadow")),
     )
+
+
+def _run_link(follows: object) -> RunLink | None:
+    """The old run a reconnecting gate's ``open`` says it follows, or None for a first run."""
+    if follows is None:
+        return None
+    if not isinstance(follows, Mapping):
+        raise ProtocolViolation("open: follows must be an object")
+    run_id, count, head = (follows.get(k) for k in ("run_id", "record_count", "head_sha256"))
+    if not isinstance(run_id, str) or not isinstance(head, str) or type(count) is not int:
+        raise ProtocolViolation("open: follows needs run_id, record_count and head_sha256")
+    return RunLink(run_id=run_id, record_count=count, head_sha256=head)
 
 
 _SHADOW_STRINGS: Final = (

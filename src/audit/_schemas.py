@@ -17,9 +17,10 @@ no limited rule asked a counter; ``args_scrubbed`` on ``ghost.assessment/1``
 (ADR 0033), absent when the gate did not opt in to storing scrubbed
 arguments (null: opted in, not storable); ``writer`` and ``peer`` on ``ghost.run/1``
 and ``ended`` on ``ghost.seal/1`` (ADR 0034), written only by
-``ghost audit-daemon``. A file made before such fields were added
-carries the schema without them, which ``ghost verify`` still accepts
-(`schema_versions`).
+``ghost audit-daemon``; ``follows`` on ``ghost.run/1`` (ADR 0034, addendum),
+written by the daemon only for a run a gate opened after a reconnect. A file
+made before such fields were added carries the schema without them, which
+``ghost verify`` still accepts (`schema_versions`).
 
 Records hold only JSON's exact types (strings, integers, booleans, null,
 arrays, objects); times and durations are integer nanoseconds.
@@ -185,6 +186,10 @@ _RUN = _record_schema(
         # (SO_PEERCRED). A run written in-process has neither.
         "writer": _PROCESS_IDENTITY,
         "peer": _PROCESS_IDENTITY,
+        # A run a gate opened after losing its daemon (ADR 0034, addendum): the run it
+        # continues and that run's head as acknowledged, which the daemon confirmed in
+        # the old run's file before writing this. A first run has no such key.
+        "follows": _object({"run_id": _UUID, "record_count": _NS, "head_sha256": _SHA256}),
     },
 )
 

@@ -8,11 +8,19 @@ assessment and decision travel in one ``pair`` frame (one round trip).
 
 Fail closed. The connection is made at construction; every call must be
 answered within ``deadline_s``. A daemon that cannot be reached, does not
-answer in time, closes the connection or answers out of protocol leaves
-the sink *broken*: that call and every later one raise `AuditError` (the
-gate's action does not run), because the sink can no longer know what the
-log holds. A record the daemon refuses (it does not fit its topic) raises
-`AuditError` for that call only, as `McapAuditSink` does.
+answer in time, closes the connection or answers out of protocol *breaks*
+the connection: that call raises `AuditError` (the gate's action does not
+run), because the sink can no longer know what the log holds. A record the
+daemon refuses (it does not fit its topic) raises `AuditError` for that
+call only, as `McapAuditSink` does.
+
+Reconnect (ADR 0034, addendum). The next call after a break tries once,
+within its own deadline, to connect again and open a *new* run whose
+``/run`` ``follows`` the old one: its id, and the count and head address
+of the records the old daemon acknowledged. The daemon writes that link
+only once it has found it in the old run's file. If the daemon is not back,
+or refuses, the call raises `AuditError` and the next call tries again;
+until then nothing is recorded and nothing runs.
 """
 
 from __future__ import annotations
@@ -74,6 +82,7 @@ class SocketAuditSink:
         self._run_file: str | None = None
         self._next_seq = 0
         self._head_sha256: str | None = None
+        self._open_message: dict[str, Any] | None = None  # re-sent on a reconnect
         self._sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         try:
             self._sock.settimeout(deadline_s)
@@ -167,6 +176,7 @@ class SocketAuditSink:
             if not isinstance(run_id, str) or not isinstance(run_file, str):
                 raise self._broke("open_run", "the daemon's answer names no run")
             self._run_id, self._run_file = run_id, run_file
+            self._open_message = message
 
     def append(self, topic: str, record: Mapping[str, Any]) -> str:
         """Send ``record`` to the daemon; return its content address once it is written.
@@ -269,20 +279,76 @@ class SocketAuditSink:
         """Send one request and return the daemon's answer; the caller holds the lock."""
         if self._closed and operation != "close":
             raise AuditError(f"{operation} on {self._path} after close")
+        deadline_ns = time.monotonic_ns() + self._deadline_ns
         if self._failure is not None:
+            if self._open_message is None or self._closed:
+                raise AuditError(
+                    f"{operation} refused: the connection to the audit daemon at {self._path}"
+                    f" failed earlier ({self._failure}); nothing more can be recorded on it"
+                )
+            self._reconnect(operation, deadline_ns)
+        return self._exchange(message, operation, expected=expected, deadline_ns=deadline_ns)
+
+    def _reconnect(self, operation: str, deadline_ns: int) -> None:
+        """Connect again and open a run that follows the old one's acknowledged head.
+
+        On any failure the sink stays broken, still naming the old run, so the
+        next call tries again with the same link.
+        """
+        assert self._open_message is not None
+        assert self._run_id is not None
+        assert self._head_sha256 is not None
+        old = (self._run_id, self._run_file, self._next_seq, self._head_sha256)
+        follows = {"run_id": old[0], "record_count": old[2], "head_sha256": old[3]}
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            sock.settimeout(max(deadline_ns - time.monotonic_ns(), 1) / 1e9)
+            sock.connect(os.fspath(self._path))
+        except OSError as exc:
+            sock.close()
             raise AuditError(
-                f"{operation} refused: the connection to the audit daemon at {self._path}"
-                f" failed earlier ({self._failure}); nothing more can be recorded on it"
+                f"{operation} refused: the audit daemon at {self._path} failed earlier"
+                f" ({self._failure}) and cannot be reached again ({_why(exc)});"
+                " the action must not run"
+            ) from exc
+        self._sock, self._next_n, self._failure = sock, 0, None
+        self._next_seq, self._head_sha256 = 0, None  # the new run's acks start again at 0
+        try:
+            answer = self._exchange(
+                {**self._open_message, "follows": follows},
+                f"{operation} (reconnecting)",
+                expected=1,
+                deadline_ns=deadline_ns,
             )
+            run_id, run_file = answer.get("run_id"), answer.get("file")
+            if not isinstance(run_id, str) or not isinstance(run_file, str):
+                raise self._broke(operation, "the daemon's answer names no run")
+        except AuditError:
+            if self._failure is None:  # every refusal of an open is fatal; be sure of it
+                self._broke(operation, "the daemon refused the reconnect")
+            self._run_id, self._run_file, self._next_seq, self._head_sha256 = old
+            raise
+        self._run_id, self._run_file = run_id, run_file
+        _log.info(
+            "ghost.audit_daemon_reconnected",
+            socket=str(self._path),
+            run_id=run_id,
+            follows=old[0],
+            record_count=old[2],
+        )
+
+    def _exchange(
+        self, message: dict[str, Any], operation: str, *, expected: int, deadline_ns: int
+    ) -> Mapping[str, Any]:
+        """Send ``message`` on the live connection and check the daemon's answer."""
         n = self._next_n
         try:
             frame = encode_frame({**message, "n": n}, max_bytes=MAX_FRAME_BYTES)
         except FrameError as exc:
             # Nothing was sent: the record is refused, the connection is still in step.
             raise AuditError(f"{operation}: the record cannot be sent ({exc.detail})") from None
-        deadline_ns = time.monotonic_ns() + self._deadline_ns
         try:
-            self._sock.settimeout(self._deadline_ns / 1e9)
+            self._sock.settimeout(max(deadline_ns - time.monotonic_ns(), 1) / 1e9)
             self._sock.sendall(frame)
             answer = read_frame(self._sock, deadline_ns=deadline_ns)
         except TimeoutError as exc:

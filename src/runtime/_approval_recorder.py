@@ -213,8 +213,12 @@ class ApprovalRecorder:
         # Every path here adopts the decision first; unknown, it waited for nobody here.
         wait_ns = now_ns - (now_ns if started is None else started)
         approver = None if resolution.approver is None else self._recorded(resolution.approver)
+        # The run the sink writes now: a sink that reconnected after its writer restarted
+        # (`audit.SocketAuditSink`) writes a new run, and the decision's run is then another.
+        current = getattr(self._sink, "run_id", None)
+        run_id = current if isinstance(current, str) else self._run_id
         record = approval_record(
-            pending, resolution, approver=approver, wait_ns=wait_ns, run_id=self._run_id
+            pending, resolution, approver=approver, wait_ns=wait_ns, run_id=run_id
         )
         try:
             address = self._sink.append(APPROVALS_TOPIC, record)

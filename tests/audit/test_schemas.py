@@ -41,7 +41,7 @@ COMMON = {"schema", "seq", "prev_sha256", "stamp_ns"}
 # Fields a record may lack, added after records of the schema were written (ADRs 0031,
 # 0032, 0033, 0034): records written before them still validate.
 OPTIONAL_FIELDS = {
-    "ghost.run/1": {"shadow", "writer", "peer"},
+    "ghost.run/1": {"shadow", "writer", "peer", "follows"},
     "ghost.assessment/1": {"shadow", "limits", "args_scrubbed"},
     "ghost.seal/1": {"ended"},
 }

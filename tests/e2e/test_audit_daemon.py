@@ -19,7 +19,7 @@ import pytest
 
 from analysis import RunStatus, verify_run
 from audit import SocketAuditSink, read_run
-from runtime import Action, AuditError, Gate, Policy
+from runtime import Action, AuditError, Gate, Policy, RuntimeVerdict
 from tests.runtime.conftest import POLICY
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -178,7 +178,7 @@ def test_a_killed_daemon_fails_the_next_check_and_keeps_every_acknowledged_decis
     daemon.process.wait(BOUND_S)
     with pytest.raises(AuditError, match="action must not run"):
         gate.check(Action("bot", "search", "tool:search", {"i": 99}))
-    with pytest.raises(AuditError):  # broken for good: no later check runs unaudited
+    with pytest.raises(AuditError, match="cannot be reached again"):  # it tries once, in vain
         gate.check(Action("bot", "search", "tool:search", {"i": 100}))
     sink.close()
     (path,) = daemon.runs()
@@ -187,6 +187,119 @@ def test_a_killed_daemon_fails_the_next_check_and_keeps_every_acknowledged_decis
     addresses = _addresses(path)
     for decision in acknowledged:
         assert {decision.decision_sha256, decision.assessment_sha256} <= addresses
+
+
+def test_an_approval_after_a_restart_names_the_run_that_holds_its_decision(
+    tmp_path: Path,
+) -> None:
+    first = _start_daemon(tmp_path)
+    sink = SocketAuditSink(first.socket, deadline_s=30.0)
+    gate = Gate(Policy.from_dict(POLICY), sink=sink)
+    held = gate.check(Action("bot", "refund", "payments:stripe", {"amount": 80}))
+    assert held.verdict is RuntimeVerdict.PENDING
+    old_run = sink.run_id
+    first.process.send_signal(signal.SIGTERM)
+    first.process.wait(BOUND_S)
+    _close_pipes(first.process)
+    with pytest.raises(AuditError):  # the check that finds the daemon gone fails closed
+        gate.check(Action("bot", "search", "tool:search", {}))
+    second = _start_daemon(tmp_path)
+    try:
+        gate.check(Action("bot", "search", "tool:search", {}))  # reconnects: a new run
+        assert sink.run_id != old_run
+        gate.approvals.resolve(held.decision_id, approved=True, approver="alice")
+        sink.close()
+    finally:
+        _stop(second)
+    new_path = second.out / f"{sink.run_id}.mcap"
+    (approval,) = [r for topic, r in _records(new_path) if topic == "/approvals"]
+    assert approval["decision_run_id"] == old_run  # the decision is in the run before
+    assert verify_run(new_path).status is RunStatus.INTACT
+
+
+@pytest.mark.parametrize("how", [signal.SIGKILL, signal.SIGTERM], ids=["killed", "stopped"])
+def test_a_restarted_daemon_takes_the_gate_back_in_a_run_that_follows_the_old_one(
+    tmp_path: Path, how: signal.Signals
+) -> None:
+    first = _start_daemon(tmp_path)
+    sink = SocketAuditSink(first.socket, deadline_s=30.0)
+    gate = Gate(Policy.from_dict(POLICY), sink=sink)
+    before = [gate.check(Action("bot", "search", "tool:search", {"i": i})) for i in range(5)]
+    old_run, old_count, old_head = sink.run_id, sink.record_count, sink.head_sha256
+    first.process.send_signal(how)
+    first.process.wait(BOUND_S)
+    _close_pipes(first.process)
+    for i in range(2):  # while the daemon is away, every check fails: nothing runs unaudited
+        with pytest.raises(AuditError, match="action must not run"):
+            gate.check(Action("bot", "search", "tool:search", {"lost": i}))
+    second = _start_daemon(tmp_path)  # the same socket and output directory
+    try:
+        after = [gate.check(Action("bot", "delete", "file:/x", {"i": i})) for i in range(3)]
+        assert sink.run_id != old_run
+        sink.close()
+    finally:
+        _stop(second)
+    old_path, new_path = tmp_path / "runs" / f"{old_run}.mcap", second.out / f"{sink.run_id}.mcap"
+    assert sorted(second.runs()) == sorted([old_path, new_path])
+    old = verify_run(old_path)
+    if how is signal.SIGKILL:
+        assert old.status is RunStatus.TRUNCATED, old.summary
+    else:
+        assert old.status is RunStatus.INTACT, old.summary
+        assert _records(old_path)[-1][1]["ended"] == "daemon_stopped"
+    # The old run's acknowledged head is where the sink said it was.
+    (head,) = [r for r in read_run(old_path).records if json.loads(r.data)["seq"] == old_count - 1]
+    assert head.sha256 == old_head
+    new = verify_run(new_path)
+    assert new.status is RunStatus.INTACT, new.summary
+    run_record = _records(new_path)[0][1]
+    assert run_record["follows"] == {
+        "run_id": old_run,
+        "record_count": old_count,
+        "head_sha256": old_head,
+    }
+    assert new.writer is not None
+    assert f"follows run {old_run} at record {old_count - 1}, head {old_head}" in new.summary
+    assert "follows" not in _records(old_path)[0][1]
+    old_addresses, new_addresses = _addresses(old_path), _addresses(new_path)
+    for decision in before:
+        assert {decision.decision_sha256, decision.assessment_sha256} <= old_addresses
+    for decision in after:
+        assert {decision.decision_sha256, decision.assessment_sha256} <= new_addresses
+
+
+def test_a_follows_link_the_daemon_cannot_confirm_is_refused(daemon: Daemon) -> None:
+    with SocketAuditSink(daemon.socket) as sink:
+        Gate(Policy.from_dict(POLICY), sink=sink).check(Action("bot", "search", "tool:x", {}))
+    real = {"run_id": sink.run_id, "record_count": sink.record_count - 1}
+    head_of_real = sink.head_sha256
+    assert head_of_real is not None
+    claims = [
+        {**real, "head_sha256": head_of_real},  # the head's address, one record early
+        {**real, "record_count": 2, "head_sha256": head_of_real},  # another record's address
+        {**real, "run_id": "01890000-0000-7000-8000-000000000000", "head_sha256": "a" * 64},
+        {**real, "run_id": f"../runs/{sink.run_id}", "head_sha256": head_of_real},
+        {**real, "record_count": 10**6, "head_sha256": head_of_real},
+    ]
+    for claim in claims:
+        conn = _raw(daemon.socket)
+        conn.sendall(_frame({**_open_frame(), "follows": claim}))
+        answers = _answers_until_closed(conn)  # refused, and the connection cut
+        conn.close()
+        assert answers[0]["ok"] is False, claim
+        assert answers[0]["fatal"] is True
+        assert "follows link is refused" in answers[0]["error"]
+    assert daemon.runs() == [daemon.out / f"{sink.run_id}.mcap"]  # nothing forged was written
+    # The true head is accepted: a reconnecting gate's claim as the sink makes it.
+    conn = _raw(daemon.socket)
+    good = {"run_id": sink.run_id, "record_count": sink.record_count, "head_sha256": head_of_real}
+    conn.sendall(_frame({**_open_frame(), "follows": good}))
+    conn.shutdown(socket.SHUT_WR)
+    answers = _answers_until_closed(conn)
+    conn.close()
+    assert answers[0]["ok"] is True, answers
+    _wait_intact(daemon.out / answers[0]["file"])
+    assert _records(daemon.out / answers[0]["file"])[0][1]["follows"] == good
 
 
 def _raw(sock: Path) -> socket.socket:
