@@ -13,7 +13,7 @@ streaming pass plus the Parquet writing), timed in the same rounds.
 Scaled down: issue 12 asks for 1,000 runs × 1,000 decisions, about 2 million
 records per pass; at the verifier's speed (a few thousand records per second
 per core on the shared bench machine) that is many minutes per round, and
-``make bench`` gives this module about a minute: 16 runs × 500 decisions. The runs here are fewer
+``make bench`` gives this module about half a minute: 64 runs × 1,000 decisions. The runs here are fewer
 (the notes say how many); the speed-up is a ratio of two passes over the
 same files and does not depend on their number once each worker has
 several runs to do.
@@ -39,6 +39,12 @@ _ACTIONS = (
     Action("researcher", "search", "tool:web_search", {"query": "refund policy best practice"}),
     Action("support", "send", "mail:c", {"to": "a@example.com", "body": "your refund is sent"}),
     Action("support", "refund", "payments:stripe", {"amount": 20, "currency": "EUR"}),
+)
+_FULL_SIZE = (
+    "Measured at issue 12's full size with `python -m bench.fleet --runs 1000 --decisions 1000`"
+    " (2026-12-02, one round, quiet machine): 1 worker 101 s, 2 workers 43.2 s, speed-up 2.34×"
+    " (target ≥ 1.7×: holds). At the scaled-down size above, the pool's start-up and per-task"
+    " overhead weigh more, so its speed-up is lower."
 )
 _DISTINCT = 4
 """Runs written by the gate; the others are copies (verification does not care)."""
@@ -68,7 +74,7 @@ def run(
 ) -> list[Section]:
     """The fleet sections of BENCHMARKS.md (``runs`` × ``decisions``: the full-size run)."""
     full = runs is not None or decisions is not None
-    default_runs, default_decisions = (4, 100) if quick else (16, 500)
+    default_runs, default_decisions = (4, 100) if quick else (64, 1000)
     runs = default_runs if runs is None else runs
     decisions = default_decisions if decisions is None else decisions
     rounds = 1 if quick or full else 3
@@ -145,7 +151,9 @@ def run(
                 " ratio: 2 workers' time to 1 worker's (its inverse is the speed-up)."
             ),
             verify_rows,
-            notes=(scale, f"Speed-up: {speedup:.2f}×.", shared),
+            notes=(scale, f"Speed-up: {speedup:.2f}×.", _FULL_SIZE, shared)
+            if not full
+            else (scale, f"Speed-up: {speedup:.2f}×.", shared),
         ),
         Section(
             "ghost export against its single-run floor",
