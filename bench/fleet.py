@@ -13,8 +13,8 @@ streaming pass plus the Parquet writing), timed in the same rounds.
 Scaled down: issue 12 asks for 1,000 runs × 1,000 decisions, about 2 million
 records per pass; at the verifier's speed (a few thousand records per second
 per core on the shared bench machine) that is many minutes per round, and
-``make bench`` gives this module about half a minute: 64 runs × 1,000 decisions. The runs here are fewer
-(the notes say how many); the speed-up is a ratio of two passes over the
+``make bench`` gives this module about half a minute: 64 runs × 1,000
+decisions (the notes say how many, and give the full size measured once); the speed-up is a ratio of two passes over the
 same files and does not depend on their number once each worker has
 several runs to do.
 """
@@ -131,7 +131,7 @@ def run(
     scale = (
         f"Scaled down from issue 12's 1,000 runs × 1,000 decisions to {runs} runs ×"
         f" {decisions:,} decisions ({records:,} records per pass; {_DISTINCT} runs written"
-        " by the gate, the rest copies) to keep this module near a minute;"
+        " by the gate, the rest copies) to keep this module near half a minute;"
         " `python -m bench.fleet --runs 1000 --decisions 1000` runs the full size"
         " (about six minutes, one round)."
         if not full
