@@ -14,9 +14,9 @@ Scaled down: issue 12 asks for 1,000 runs × 1,000 decisions, about 2 million
 records per pass; at the verifier's speed (a few thousand records per second
 per core on the shared bench machine) that is many minutes per round, and
 ``make bench`` gives this module about half a minute: 64 runs × 1,000
-decisions (the notes say how many, and give the full size measured once); the speed-up is a ratio of two passes over the
-same files and does not depend on their number once each worker has
-several runs to do.
+decisions (the notes say how many, and give the full size measured once);
+the speed-up is a ratio of two passes over the same files, and depends
+little on their number once each worker has many runs to do.
 """
 
 from __future__ import annotations
