@@ -370,16 +370,10 @@ def make_recording_sink(path: Path, **kwargs: Any) -> McapAuditSink:
 def _run_start(run: object) -> RunStart:
     if not isinstance(run, Mapping):
         raise ProtocolViolation("open needs a run")
-    for key in _RUN_STRINGS:
-        if not isinstance(run.get(key), str):
-            raise ProtocolViolation(f"open: run.{key} must be a string")
+    source = _texts_and_source(run, "run", _RUN_STRINGS, "policy_source")
     stamp = run.get("stamp_ns")
     if type(stamp) is not int or not 0 <= stamp < 2**63:
         raise ProtocolViolation("open: run.stamp_ns must be a non-negative 64-bit integer")
-    encoded = run.get("policy_source")
-    source = strict_b64decode(encoded) if isinstance(encoded, str) else None
-    if source is None:
-        raise ProtocolViolation("open: run.policy_source must be standard base64")
     return RunStart(
         policy_id=run["policy_id"],
         policy_sha256=run["policy_sha256"],
@@ -414,19 +408,31 @@ _SHADOW_STRINGS: Final = (
 )
 
 
+def _texts_and_source(
+    table: Mapping[str, Any], where: str, texts: tuple[str, ...], source_key: str
+) -> bytes:
+    """Check that ``table``'s ``texts`` are strings; return its base64 ``source_key``, decoded.
+
+    Raises:
+        ProtocolViolation: a text is not a string, or the source is not standard base64.
+    """
+    for key in texts:
+        if not isinstance(table.get(key), str):
+            raise ProtocolViolation(f"open: {where}.{key} must be a string")
+    encoded = table.get(source_key)
+    source = strict_b64decode(encoded) if isinstance(encoded, str) else None
+    if source is None:
+        raise ProtocolViolation(f"open: {where}.{source_key} must be standard base64")
+    return source
+
+
 def _shadow_policy(shadow: object) -> ShadowPolicy | None:
     """The gate's shadow candidate from an ``open`` frame (ADR 0031), or None without one."""
     if shadow is None:
         return None
     if not isinstance(shadow, Mapping):
         raise ProtocolViolation("open: run.shadow must be an object")
-    for key in _SHADOW_STRINGS:
-        if not isinstance(shadow.get(key), str):
-            raise ProtocolViolation(f"open: run.shadow.{key} must be a string")
-    encoded = shadow.get("source")
-    source = strict_b64decode(encoded) if isinstance(encoded, str) else None
-    if source is None:
-        raise ProtocolViolation("open: run.shadow.source must be standard base64")
+    source = _texts_and_source(shadow, "run.shadow", _SHADOW_STRINGS, "source")
     return ShadowPolicy(
         policy_id=shadow["policy_id"],
         policy_sha256=shadow["policy_sha256"],

@@ -349,6 +349,12 @@ def _open_frame(n: int = 0) -> dict[str, Any]:
     }
 
 
+def _with_shadow(shadow: object) -> dict[str, Any]:
+    frame = _open_frame()
+    frame["run"]["shadow"] = shadow
+    return frame
+
+
 BAD_CLIENTS = {
     "malformed": [struct.pack(">I", 9) + b"not json!"],
     "oversized": [struct.pack(">I", 2**31)],
@@ -358,6 +364,21 @@ BAD_CLIENTS = {
     "repeated n": [_frame(_open_frame()), _frame(_open_frame(0))],
     "unknown op": [_frame(_open_frame()), _frame({"op": "rewrite", "n": 1})],
     "cut frame": [_frame(_open_frame()), struct.pack(">I", 100) + b"{"],
+    "shadow not an object": [_frame(_with_shadow("candidate"))],
+    "shadow source not base64": [
+        _frame(
+            _with_shadow(
+                {
+                    "policy_id": "c",
+                    "policy_sha256": "0" * 64,
+                    "source": "!!",
+                    "source_name": "c.toml",
+                    "source_media_type": "application/toml",
+                    "source_sha256": "0" * 64,
+                }
+            )
+        )
+    ],
 }
 
 
