@@ -15,6 +15,8 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, Final, TypeVar
 
+import orjson
+
 from analysis._decision_trace import build_decision_trace_report
 from analysis._json_types import JSON_TYPE_NAMES, json_type_name
 from analysis._trace_model import (
@@ -100,8 +102,23 @@ def encode_decision_trace_report_to_bytes(report: DecisionTraceReport) -> bytes:
     document["shadow_disagreement_ids"] = {
         pair: list(ids) for pair, ids in report.shadow_disagreement_ids
     }
-    text = json.dumps(document, sort_keys=True, indent=2, ensure_ascii=False, allow_nan=False)
-    return (text + "\n").encode("utf-8")
+    return _indented_bytes(document)
+
+
+def _indented_bytes(document: Mapping[str, Any]) -> bytes:
+    """``json.dumps(sort_keys, indent=2, ensure_ascii=False)`` and a newline, as UTF-8.
+
+    orjson writes the same bytes in one buffer; the standard library's
+    indenting encoder is pure Python and, on a 20,000-decision report, held
+    about six times the output in small strings (P4's memory target). A value
+    orjson refuses (an integer beyond 64 bits) falls back to the standard
+    encoder, whose bytes a test holds equal.
+    """
+    try:
+        return orjson.dumps(document, option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS) + b"\n"
+    except orjson.JSONEncodeError:
+        text = json.dumps(document, sort_keys=True, indent=2, ensure_ascii=False, allow_nan=False)
+        return (text + "\n").encode("utf-8")
 
 
 def decode_decision_trace_report_from_json(data: bytes | str) -> DecisionTraceReport:
