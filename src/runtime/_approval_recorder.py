@@ -71,6 +71,7 @@ class ApprovalRecorder:
         "_run_id",
         "_settled",
         "_sink",
+        "_sink_run_at_start",
         "_started_ns",
         "_store",
         "_unmarked",
@@ -92,6 +93,9 @@ class ApprovalRecorder:
         self._clock = clock
         self._recorded = recorded
         self._run_id = run_id
+        # The sink's run when this recorder was made: a later one means the sink moved
+        # to a new run (`audit.SocketAuditSink` reconnecting after its writer restarted).
+        self._sink_run_at_start = _sink_run(sink)
         self._started_ns = started_ns
         self._settled = settled
         # Unique per queue: two queues of one run (or of no run id) still claim apart.
@@ -215,8 +219,12 @@ class ApprovalRecorder:
         approver = None if resolution.approver is None else self._recorded(resolution.approver)
         # The run the sink writes now: a sink that reconnected after its writer restarted
         # (`audit.SocketAuditSink`) writes a new run, and the decision's run is then another.
-        current = getattr(self._sink, "run_id", None)
-        run_id = current if isinstance(current, str) else self._run_id
+        current = _sink_run(self._sink)
+        run_id = (
+            current
+            if current is not None and current != self._sink_run_at_start
+            else (self._run_id)
+        )
         record = approval_record(
             pending, resolution, approver=approver, wait_ns=wait_ns, run_id=run_id
         )
@@ -251,3 +259,12 @@ class ApprovalRecorder:
             resolved_ns=min(INT64_MAX, max(0, resolution.resolved_ns)),  # the record's stamp
             approval_sha256=logged.approval_sha256,
         )
+
+
+def _sink_run(sink: object) -> str | None:
+    """The id of the run ``sink`` writes now, or None when it does not say (never raises)."""
+    try:
+        run_id = getattr(sink, "run_id", None)
+    except Exception:  # noqa: BLE001 - a sink's property that fails says nothing
+        return None
+    return run_id if isinstance(run_id, str) else None
