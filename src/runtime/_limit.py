@@ -28,7 +28,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
-from decimal import Decimal, InvalidOperation
+from decimal import Decimal
 from typing import Any, Final
 
 from runtime._conditions import MISSING, PathBlocked, kind_of, lookup
@@ -148,25 +148,27 @@ def micros_of(value: object) -> int:
     kind = type(value)
     if kind is int:
         assert isinstance(value, int)
-        exact = Decimal(value) if abs(value) <= MAX_AMOUNT else None
-    elif kind is float:
-        assert isinstance(value, float)
-        if not math.isfinite(value):
-            raise ValueError("is not a finite number")
-        exact = Decimal(repr(value))  # the shortest text that reads back as this float
-    else:
+        _within_range(value)
+        return value * MICROS
+    if kind is not float:
         raise ValueError(f"is a {kind_of(value)}, not a number")
-    if exact is None or exact > MAX_AMOUNT:
+    assert isinstance(value, float)
+    if not math.isfinite(value):
+        raise ValueError("is not a finite number")
+    exact = Decimal(repr(value))  # the shortest text that reads back as this float
+    _within_range(exact)
+    # Bounded and finite, so scaling is exact: no decimal signal can be raised here.
+    scaled = exact.scaleb(6)
+    if scaled != scaled.to_integral_value():
+        raise ValueError("has more than six decimal places")
+    return int(scaled)
+
+
+def _within_range(exact: int | Decimal) -> None:
+    if exact > MAX_AMOUNT:
         raise ValueError(f"is larger than {MAX_AMOUNT}, the most a budget counts")
     if exact < 0:
         raise ValueError("is negative; an amount spends, it never refunds a budget")
-    try:
-        scaled = exact.scaleb(6)
-        if scaled != scaled.to_integral_value():
-            raise ValueError("has more than six decimal places")
-        return int(scaled)
-    except InvalidOperation:  # pragma: no cover - bounded above, so never
-        raise ValueError("is not an exact number") from None
 
 
 def decimal_text(micros: int) -> str:
