@@ -14,8 +14,14 @@ processes and across restarts:
    is written to it, as the approval store's is (`runtime._approval_sqlite_file`
    with this store's `StoreKind`); every failure is a `CounterStoreError`.
 4. **Exact.** Amounts are SQLite integers (micro-units, at most 10**18 each);
-   a window's total that would pass 64 bits makes SQLite's ``SUM`` fail, and
-   the check denies.
+   a window's total that would pass 64 bits fails the reservation, and the
+   check denies.
+5. **Linear.** Each counter's total is kept in ``totals`` beside its entries,
+   updated in the same transaction as they are, so a check reads one row
+   and deletes what left the window (each entry is deleted once): O(log n)
+   amortised however many entries a window holds, where summing the window
+   on every check would make a run quadratic in its actions (a sum limit
+   admits any number of zero amounts).
 
 One connection per store object, guarded by a lock; a store carried across
 ``fork`` refuses to be used in the child (it must open its own).
@@ -50,7 +56,10 @@ _SCHEMA: Final = (
         " PRIMARY KEY (holder, counter)) WITHOUT ROWID"
     ),
     "CREATE INDEX entries_by_counter ON entries (counter, stamp_ns)",
+    # The sum of each counter's entries; a row exists while the counter has entries.
+    "CREATE TABLE totals (counter TEXT PRIMARY KEY, total INTEGER NOT NULL) WITHOUT ROWID",
 )
+_MAX_TOTAL: Final = 2**63 - 1  # SQLite's largest integer
 
 
 def _error(path: str, problem: str) -> GhostError:
@@ -63,7 +72,7 @@ COUNTER_STORE: Final = StoreKind(
     format="ghost-counters",
     version=1,
     schema=_SCHEMA,
-    tables=frozenset({"entries"}),
+    tables=frozenset({"entries", "totals"}),
     error=_error,
 )
 
@@ -125,22 +134,24 @@ class SqliteCounterStore:
             conn = self._connection()
             try:
                 conn.execute("BEGIN IMMEDIATE")
-                conn.execute(
-                    "DELETE FROM entries WHERE counter = ? AND stamp_ns <= ?",
-                    (counter, now_ns - window_ns),
-                )
-                (used,) = conn.execute(
-                    "SELECT COALESCE(SUM(amount), 0) FROM entries WHERE counter = ?", (counter,)
-                ).fetchone()
-                if type(used) is not int:
-                    raise self._file.damaged("a counter's total is not an integer")
+                before = self._total(conn, counter)
+                gone, expired = self._expire(conn, counter, now_ns - window_ns)
+                used = before - gone
                 reserved = force or used + amount <= maximum
+                total = used
                 if reserved:
+                    row = conn.execute(
+                        "SELECT amount FROM entries WHERE holder = ? AND counter = ?",
+                        (holder, counter),
+                    ).fetchone()
+                    total += amount - (0 if row is None else self._integer(row[0]))
                     conn.execute(
                         "INSERT OR REPLACE INTO entries"
                         " (counter, holder, stamp_ns, amount, state) VALUES (?, ?, ?, ?, 'held')",
                         (counter, holder, now_ns, amount),
                     )
+                if reserved or expired:
+                    self._set_total(conn, counter, total)
                 conn.execute("COMMIT")
             except sqlite3.Error as exc:
                 _roll_back(conn)
@@ -151,22 +162,76 @@ class SqliteCounterStore:
         return Usage(used, reserved=reserved)
 
     def settle(self, holder: str, *, consumed: bool) -> None:
-        """See `CounterStore.settle`: one statement, committed before it returns.
+        """See `CounterStore.settle`: committed before it returns.
 
         Raises:
             CounterStoreError: the store cannot be written.
         """
-        sql = (
-            "UPDATE entries SET state = 'spent' WHERE holder = ? AND state = 'held'"
-            if consumed
-            else "DELETE FROM entries WHERE holder = ? AND state = 'held'"
-        )
         with self._lock:
             conn = self._connection()
             try:
-                conn.execute(sql, (holder,))
+                if consumed:
+                    conn.execute(
+                        "UPDATE entries SET state = 'spent' WHERE holder = ? AND state = 'held'",
+                        (holder,),
+                    )
+                    return
+                conn.execute("BEGIN IMMEDIATE")
+                released = conn.execute(
+                    "SELECT counter, amount FROM entries WHERE holder = ? AND state = 'held'",
+                    (holder,),
+                ).fetchall()
+                conn.execute("DELETE FROM entries WHERE holder = ? AND state = 'held'", (holder,))
+                for counter, amount in released:
+                    total = self._total(conn, counter) - self._integer(amount)
+                    self._set_total(conn, counter, total)
+                conn.execute("COMMIT")
             except sqlite3.Error as exc:
+                _roll_back(conn)
                 raise self._file.failure(exc) from None
+            except BaseException:
+                _roll_back(conn)
+                raise
+
+    def _expire(self, conn: sqlite3.Connection, counter: str, cutoff_ns: int) -> tuple[int, int]:
+        """Delete the counter's entries stamped at or before ``cutoff_ns``: their sum and count."""
+        # Two statements, not DELETE ... RETURNING: that needs SQLite 3.35, newer
+        # than some Pythons 3.11 ship with. Each entry is summed and deleted once.
+        where = "FROM entries WHERE counter = ? AND stamp_ns <= ?"
+        gone, count = conn.execute(
+            f"SELECT COALESCE(SUM(amount), 0), COUNT(*) {where}", (counter, cutoff_ns)
+        ).fetchone()
+        if count:
+            conn.execute(f"DELETE {where}", (counter, cutoff_ns))
+        return self._integer(gone), count
+
+    def _total(self, conn: sqlite3.Connection, counter: str) -> int:
+        row = conn.execute("SELECT total FROM totals WHERE counter = ?", (counter,)).fetchone()
+        return 0 if row is None else self._integer(row[0])
+
+    def _set_total(self, conn: sqlite3.Connection, counter: str, total: int) -> None:
+        if total < 0:
+            raise self._file.damaged("a counter's total is below the sum of its entries")
+        if total > _MAX_TOTAL:
+            raise CounterStoreError(self._path, "a counter's total would pass 64 bits")
+        if (
+            total == 0
+            and conn.execute(
+                "SELECT 1 FROM entries WHERE counter = ? LIMIT 1", (counter,)
+            ).fetchone()
+            is None
+        ):
+            # No entries left: drop the row, so the table follows the live counters.
+            conn.execute("DELETE FROM totals WHERE counter = ?", (counter,))
+            return
+        conn.execute(
+            "INSERT OR REPLACE INTO totals (counter, total) VALUES (?, ?)", (counter, total)
+        )
+
+    def _integer(self, value: object) -> int:
+        if type(value) is not int:
+            raise self._file.damaged("a counter's amount or total is not an integer")
+        return value
 
     def close(self) -> None:
         """Close the connection; the store cannot be used afterwards."""

@@ -240,7 +240,56 @@ def test_sqlite_is_made_private_and_refuses_use_when_closed(tmp_path: Path) -> N
 def test_sqlite_a_total_past_64_bits_fails_closed(tmp_path: Path) -> None:
     with SqliteCounterStore(tmp_path / "c.db") as store:
         big = 2**62
-        for holder in ("a", "b"):
-            store.reserve("c", holder, now_ns=0, window_ns=W, amount=big, maximum=0, force=True)
-        with pytest.raises(CounterStoreError):
-            _ask(store, "x", 1)
+        store.reserve("c", "a", now_ns=0, window_ns=W, amount=big, maximum=0, force=True)
+        with pytest.raises(CounterStoreError, match="would pass 64 bits"):
+            store.reserve("c", "b", now_ns=0, window_ns=W, amount=big, maximum=0, force=True)
+        assert _ask(store, "x", 1, maximum=2**63) == (big, True)  # b reserved nothing
+
+
+def _steps_of_one_check(store: SqliteCounterStore, now: int) -> int:
+    """SQLite virtual-machine steps (in tens) that one check and reserve takes."""
+    steps = [0]
+
+    def count() -> int:
+        steps[0] += 1
+        return 0
+
+    conn = store._conn  # private: the work one check does is the property under test
+    assert conn is not None
+    conn.set_progress_handler(count, 10)
+    try:
+        store.reserve("c", f"probe-{now}", now_ns=now, window_ns=10**12, amount=0,
+                      maximum=1, force=False)  # fmt: skip
+    finally:
+        conn.set_progress_handler(None, 0)
+    return steps[0]
+
+
+def test_sqlite_a_check_does_not_grow_with_the_entries_in_its_window(tmp_path: Path) -> None:
+    # A sum limit admits any number of zero amounts: summing the window on every
+    # check would make a run quadratic. The work is counted in SQLite's own steps.
+    with SqliteCounterStore(tmp_path / "c.db") as store:
+        few = _steps_of_one_check(store, 1)
+        for now in range(2, 3_000):
+            store.reserve("c", f"h{now}", now_ns=now, window_ns=10**12, amount=0, maximum=1,
+                          force=False)  # fmt: skip
+        many = _steps_of_one_check(store, 3_000)
+        assert few > 0
+        assert many <= 2 * few, (few, many)  # a scan of 3,000 entries: ~200x the steps
+        assert _ask(store, "last", 3_001, amount=1, maximum=1) == (0, True)
+
+
+def test_sqlite_totals_follow_releases_and_the_window(tmp_path: Path) -> None:
+    path = tmp_path / "c.db"
+    with SqliteCounterStore(path) as store:
+        assert _ask(store, "a", 0, amount=5, maximum=10) == (0, True)
+        assert _ask(store, "b", 1, amount=5, maximum=10) == (5, True)
+        store.settle("a", consumed=False)
+        assert _ask(store, "c", 2, amount=5, maximum=10) == (5, True)  # a gave its 5 back
+        store.settle("b", consumed=True)
+        assert _ask(store, "d", W + 1, amount=10, maximum=10) == (5, False)  # b left, c counts
+        assert _ask(store, "e", W + 2, amount=10, maximum=10) == (0, True)  # c left too
+        store.settle("e", consumed=False)
+    with sqlite3.connect(path) as conn:
+        assert conn.execute("SELECT counter, total FROM totals").fetchall() == []
+        assert conn.execute("SELECT COUNT(*) FROM entries").fetchone() == (0,)
