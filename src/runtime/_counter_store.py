@@ -92,12 +92,12 @@ class CounterStore(Protocol):
 
 
 class _Entry:
-    __slots__ = ("amount", "spent", "stamp_ns")
+    # Held and spent entries count alike; a released one is zeroed (`settle`).
+    __slots__ = ("amount", "stamp_ns")
 
     def __init__(self, stamp_ns: int, amount: int) -> None:
         self.stamp_ns = stamp_ns
         self.amount = amount
-        self.spent = False
 
 
 class _Counter:
@@ -178,10 +178,9 @@ class MemoryCounterStore:
         """See `CounterStore.settle`."""
         with self._lock:
             held = self._holders.pop(holder, ())
+            if consumed:
+                return  # spent: the entries count until they leave their window
             for counter, entry in held:
-                if consumed:
-                    entry.spent = True
-                    continue
                 state = self._counters.get(counter)
                 if state is not None and entry.amount:  # still in the window: stop counting it
                     state.total -= entry.amount
