@@ -258,7 +258,10 @@ class SqliteCounterStore:
 
 
 def _roll_back(conn: sqlite3.Connection) -> None:
-    """End a transaction a failure left open; a failing ROLLBACK must not hide that failure."""
-    if conn.in_transaction:
-        with contextlib.suppress(sqlite3.Error):
-            conn.execute("ROLLBACK")
+    """End a transaction a failure left open; a failing ROLLBACK must not hide that failure.
+
+    Outside a transaction (the failure was ``BEGIN`` itself) SQLite refuses the
+    ROLLBACK, and that refusal is suppressed with the rest.
+    """
+    with contextlib.suppress(sqlite3.Error):
+        conn.execute("ROLLBACK")

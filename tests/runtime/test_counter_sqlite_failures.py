@@ -1,0 +1,178 @@
+"""`SqliteCounterStore` when things go wrong: SQLite failures, damage, fork, close (ADR 0032).
+
+A check that cannot count is denied by the gate (`CounterStoreError`); what
+this file holds is the store's side of that: every failure inside a
+transaction rolls it back (the next check works once the cause is gone), a
+row ghost never writes is named as damage, a store carried across ``fork``
+refuses to be used, closing is final and idempotent, and the timeout and
+creation are checked and logged as documented.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import warnings
+from pathlib import Path
+
+import pytest
+from structlog.testing import capture_logs
+
+from runtime import CounterStoreError, SqliteCounterStore
+
+W = 1_000
+
+
+def _ask(store: SqliteCounterStore, holder: str, now: int, amount: int = 1) -> tuple[int, bool]:
+    usage = store.reserve(
+        "c", holder, now_ns=now, window_ns=W, amount=amount, maximum=10, force=False
+    )
+    return usage.used, usage.reserved
+
+
+def _refuse(event: str) -> str:
+    return f"CREATE TRIGGER refuse {event} BEGIN SELECT RAISE(ABORT, 'no'); END"
+
+
+NOT_INTEGER = "is damaged: a counter's amount or total is not an integer"
+BELOW = "is damaged: a counter's total is below the sum of its entries"
+
+
+def _raw(path: Path, sql: str) -> None:
+    with sqlite3.connect(path) as conn:
+        conn.execute(sql)
+    conn.close()
+
+
+@pytest.mark.parametrize("trigger", ["BEFORE INSERT ON totals", "BEFORE INSERT ON entries"])
+def test_a_sqlite_failure_in_a_reservation_rolls_it_back(tmp_path: Path, trigger: str) -> None:
+    path = tmp_path / "c.db"
+    with SqliteCounterStore(path) as store:
+        assert _ask(store, "a", 0) == (0, True)
+        _raw(path, _refuse(trigger))
+        with pytest.raises(CounterStoreError) as caught:
+            _ask(store, "b", 1)
+        assert str(caught.value) == f"counter store {path}: SQLite failed (IntegrityError: no)"
+        _raw(path, "DROP TRIGGER refuse")
+        assert _ask(store, "c", 2) == (1, True)  # b left nothing; the transaction was undone
+
+
+def test_a_sqlite_failure_in_a_release_rolls_it_back_and_is_raised(tmp_path: Path) -> None:
+    path = tmp_path / "c.db"
+    with SqliteCounterStore(path) as store:
+        assert _ask(store, "a", 0, amount=4) == (0, True)
+        _raw(path, _refuse("BEFORE DELETE ON entries"))
+        with pytest.raises(CounterStoreError):
+            store.settle("a", consumed=False)
+        assert _ask(store, "b", 1) == (4, True)  # still held: nothing was released
+        _raw(path, "DROP TRIGGER refuse")
+        store.settle("a", consumed=False)
+        assert _ask(store, "c", 2) == (1, True)  # a's 4 given back, b's 1 counts
+
+
+def test_a_failure_to_mark_spent_is_raised(tmp_path: Path) -> None:
+    path = tmp_path / "c.db"
+    with SqliteCounterStore(path) as store:
+        assert _ask(store, "a", 0) == (0, True)
+        _raw(path, _refuse("BEFORE UPDATE ON entries"))
+        with pytest.raises(CounterStoreError):
+            store.settle("a", consumed=True)
+
+
+@pytest.mark.parametrize(
+    ("sql", "problem"),
+    [
+        ("UPDATE totals SET total = 'many'", NOT_INTEGER),
+        ("UPDATE entries SET amount = 1.5", NOT_INTEGER),
+        ("UPDATE totals SET total = -5", BELOW),
+    ],
+)
+def test_rows_ghost_never_writes_are_damage(tmp_path: Path, sql: str, problem: str) -> None:
+    path = tmp_path / "c.db"
+    with SqliteCounterStore(path) as store:
+        assert _ask(store, "a", 0) == (0, True)
+        store.settle("a", consumed=True)
+        _raw(path, sql)
+        with pytest.raises(CounterStoreError, match=problem):
+            _ask(store, "b", W)  # a expires here: its amount and the total are both read
+        _raw(path, "DELETE FROM entries")
+        _raw(path, "DELETE FROM totals")
+        assert _ask(store, "c", W + 1) == (0, True)  # no transaction was left open
+
+
+def test_a_replaced_reservation_is_counted_once(tmp_path: Path) -> None:
+    with SqliteCounterStore(tmp_path / "c.db") as store:
+        assert _ask(store, "a", 0, amount=3) == (0, True)
+        assert _ask(store, "a", 1, amount=5) == (3, True)  # the same holder again: replaced
+        assert _ask(store, "b", 2, amount=0) == (5, True)
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="os.fork is POSIX-only")
+def test_a_store_carried_across_fork_refuses_to_be_used_in_the_child(tmp_path: Path) -> None:
+    with SqliteCounterStore(tmp_path / "c.db") as store:
+        assert _ask(store, "a", 0) == (0, True)
+        read, write = os.pipe()
+        with warnings.catch_warnings():
+            # Python 3.12+ warns about fork while other threads run; the child only calls us.
+            warnings.simplefilter("ignore", DeprecationWarning)
+            child = os.fork()
+        if child == 0:  # pragma: no cover - runs in the child
+            try:
+                _ask(store, "child", 1)
+            except CounterStoreError as exc:
+                os.write(write, json.dumps(exc.problem).encode())
+            finally:
+                os._exit(0)
+        os.close(write)
+        with os.fdopen(read, "rb") as stream:
+            reported = stream.read()
+        os.waitpid(child, 0)
+        assert json.loads(reported) == (
+            "was opened by another process (after fork, open the store again)"
+        )
+        assert _ask(store, "b", 2) == (1, True)  # the child added nothing
+
+
+def test_closing_is_final_idempotent_and_closes_the_connection(tmp_path: Path) -> None:
+    store = SqliteCounterStore(tmp_path / "c.db")
+    conn = store._conn  # private: whether the connection itself is closed
+    assert conn is not None
+    store.close()
+    store.close()
+    with pytest.raises(sqlite3.ProgrammingError):
+        conn.execute("SELECT 1")
+    with pytest.raises(CounterStoreError, match="is closed"):
+        store.settle("a", consumed=False)
+
+
+def test_leaving_the_with_block_closes_the_store(tmp_path: Path) -> None:
+    with SqliteCounterStore(tmp_path / "c.db") as store:
+        pass
+    with pytest.raises(CounterStoreError, match="is closed"):
+        _ask(store, "a", 0)
+
+
+@pytest.mark.parametrize("timeout", [0, 0.0, 2.5])
+def test_any_finite_timeout_from_zero_is_taken(tmp_path: Path, timeout: float) -> None:
+    with SqliteCounterStore(tmp_path / "c.db", busy_timeout_s=timeout) as store:
+        assert _ask(store, "a", 0) == (0, True)
+
+
+@pytest.mark.parametrize("timeout", [-0.001, -1, float("inf"), float("-inf"), float("nan")])
+def test_a_negative_or_infinite_timeout_is_refused(tmp_path: Path, timeout: float) -> None:
+    with pytest.raises(ValueError, match="busy_timeout_s must be a finite number >= 0"):
+        SqliteCounterStore(tmp_path / "c.db", busy_timeout_s=timeout)
+    assert not (tmp_path / "c.db").exists()
+
+
+def test_creation_is_logged_once_and_the_path_is_kept(tmp_path: Path) -> None:
+    path = tmp_path / "c.db"
+    with capture_logs() as created, SqliteCounterStore(path) as store:
+        assert store.path == str(path)
+    with capture_logs() as reopened, SqliteCounterStore(str(path)) as again:
+        assert again.path == str(path)
+    assert [(e["event"], e["path"]) for e in created] == [
+        ("ghost.counter_store_created", str(path))
+    ]
+    assert [e["event"] for e in reopened] == []
