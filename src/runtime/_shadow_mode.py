@@ -106,7 +106,7 @@ class Shadow:
         return self._backend
 
     def evaluate(
-        self, snapshot: ActionSnapshot | None, args_sha256: str | None, decision_id: str = ""
+        self, snapshot: ActionSnapshot | None, args_sha256: str | None, decision_id: str
     ) -> dict[str, object]:
         """The assessment's ``shadow`` object for one action (never raises).
 
@@ -174,10 +174,10 @@ _INT64_MAX: Final = 2**63 - 1
 
 
 def _duration(start_ns: int | None, end_ns: int | None) -> int:
-    """``end - start``, or 0 when a reading failed or went backwards."""
-    if start_ns is None or end_ns is None or end_ns < start_ns:
+    """``end - start`` within 0..int64, or 0 when a reading failed or went backwards."""
+    if start_ns is None or end_ns is None:
         return 0
-    return min(end_ns - start_ns, _INT64_MAX)
+    return min(max(end_ns - start_ns, 0), _INT64_MAX)
 
 
 def make_shadow(
