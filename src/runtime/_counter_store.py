@@ -181,8 +181,10 @@ class MemoryCounterStore:
             if consumed:
                 return  # spent: the entries count until they leave their window
             for counter, entry in held:
+                # An entry still in its window stops counting (one that left it, or
+                # was swept with its counter, is already zero: nothing is subtracted).
                 state = self._counters.get(counter)
-                if state is not None and entry.amount:  # still in the window: stop counting it
+                if state is not None:
                     state.total -= entry.amount
                     entry.amount = 0  # leaves the deque with the window
 
