@@ -56,7 +56,7 @@ _SCHEMA: Final = (
         " PRIMARY KEY (holder, counter)) WITHOUT ROWID"
     ),
     "CREATE INDEX entries_by_counter ON entries (counter, stamp_ns)",
-    # The sum of each counter's entries; a row exists while the counter has entries.
+    # The sum of each counter's entries; no row while that sum is 0.
     "CREATE TABLE totals (counter TEXT PRIMARY KEY, total INTEGER NOT NULL) WITHOUT ROWID",
 )
 _MAX_TOTAL: Final = 2**63 - 1  # SQLite's largest integer
@@ -140,11 +140,13 @@ class SqliteCounterStore:
                 reserved = force or used + amount <= maximum
                 total = used
                 if reserved:
-                    row = conn.execute(
-                        "SELECT amount FROM entries WHERE holder = ? AND counter = ?",
+                    # The holder's entry this one replaces (none: 0), no longer counted.
+                    (replaced,) = conn.execute(
+                        "SELECT COALESCE(MAX(amount), 0) FROM entries"
+                        " WHERE holder = ? AND counter = ?",
                         (holder, counter),
                     ).fetchone()
-                    total += amount - (0 if row is None else self._integer(row[0]))
+                    total += amount - self._integer(replaced)
                     conn.execute(
                         "INSERT OR REPLACE INTO entries"
                         " (counter, holder, stamp_ns, amount, state) VALUES (?, ?, ?, ?, 'held')",
@@ -201,27 +203,23 @@ class SqliteCounterStore:
         gone, count = conn.execute(
             f"SELECT COALESCE(SUM(amount), 0), COUNT(*) {where}", (counter, cutoff_ns)
         ).fetchone()
-        if count:
-            conn.execute(f"DELETE {where}", (counter, cutoff_ns))
+        conn.execute(f"DELETE {where}", (counter, cutoff_ns))
         return self._integer(gone), count
 
     def _total(self, conn: sqlite3.Connection, counter: str) -> int:
-        row = conn.execute("SELECT total FROM totals WHERE counter = ?", (counter,)).fetchone()
-        return 0 if row is None else self._integer(row[0])
+        (total,) = conn.execute(
+            "SELECT COALESCE(MAX(total), 0) FROM totals WHERE counter = ?", (counter,)
+        ).fetchone()
+        return self._integer(total)
 
     def _set_total(self, conn: sqlite3.Connection, counter: str, total: int) -> None:
         if total < 0:
             raise self._file.damaged("a counter's total is below the sum of its entries")
         if total > _MAX_TOTAL:
             raise CounterStoreError(self._path, "a counter's total would pass 64 bits")
-        if (
-            total == 0
-            and conn.execute(
-                "SELECT 1 FROM entries WHERE counter = ? LIMIT 1", (counter,)
-            ).fetchone()
-            is None
-        ):
-            # No entries left: drop the row, so the table follows the live counters.
+        if total == 0:
+            # Nothing left to count (at most zero amounts): no row, so the table
+            # follows the live counters; a missing row reads as 0.
             conn.execute("DELETE FROM totals WHERE counter = ?", (counter,))
             return
         conn.execute(

@@ -176,3 +176,64 @@ def test_creation_is_logged_once_and_the_path_is_kept(tmp_path: Path) -> None:
         ("ghost.counter_store_created", str(path))
     ]
     assert [e["event"] for e in reopened] == []
+
+
+def test_a_release_that_would_take_a_total_below_zero_is_damage(tmp_path: Path) -> None:
+    path = tmp_path / "c.db"
+    with SqliteCounterStore(path) as store:
+        assert _ask(store, "a", 0) == (0, True)
+        _raw(path, "DELETE FROM totals")  # the entry's 1 is no longer in its total
+        with pytest.raises(CounterStoreError, match=BELOW):
+            store.settle("a", consumed=False)
+
+
+def test_a_total_may_reach_the_largest_sqlite_integer_and_no_further(tmp_path: Path) -> None:
+    with SqliteCounterStore(tmp_path / "c.db") as store:
+        for holder, amount in (("a", 2**62), ("b", 2**62 - 1)):
+            store.reserve("c", holder, now_ns=0, window_ns=W, amount=amount, maximum=0, force=True)
+        top = store.reserve("c", "x", now_ns=0, window_ns=W, amount=0, maximum=2**63, force=False)
+        assert (top.used, top.reserved) == (2**63 - 1, True)
+        with pytest.raises(CounterStoreError, match="would pass 64 bits"):
+            store.reserve("c", "y", now_ns=0, window_ns=W, amount=1, maximum=0, force=True)
+
+
+def test_a_refused_check_with_nothing_expired_writes_nothing(tmp_path: Path) -> None:
+    with SqliteCounterStore(tmp_path / "c.db") as store:
+        assert _ask(store, "a", 0, amount=10) == (0, True)
+        conn = store._conn  # private: whether the check wrote a row
+        assert conn is not None
+        before = conn.total_changes
+        assert _ask(store, "b", 1) == (10, False)
+        assert conn.total_changes == before
+
+
+def test_the_file_is_a_ghost_counter_store_of_version_1(tmp_path: Path) -> None:
+    path = tmp_path / "c.db"
+    SqliteCounterStore(path).close()
+    with sqlite3.connect(path) as conn:
+        assert conn.execute("PRAGMA application_id").fetchone() == (0x47484354,)  # "GHCT"
+        assert conn.execute("SELECT format, version FROM ghost_schema").fetchall() == [
+            ("ghost-counters", 1)
+        ]
+    conn.close()
+
+
+def test_a_store_waits_five_seconds_for_a_lock_by_default(tmp_path: Path) -> None:
+    with SqliteCounterStore(tmp_path / "c.db") as store:
+        assert store._conn is not None  # private: the timeout SQLite was given
+        assert store._conn.execute("PRAGMA busy_timeout").fetchone() == (5000,)
+    with SqliteCounterStore(tmp_path / "c.db", busy_timeout_s=0.25) as store:
+        assert store._conn is not None
+        assert store._conn.execute("PRAGMA busy_timeout").fetchone() == (250,)
+
+
+def test_a_damaged_total_in_a_release_rolls_it_back(tmp_path: Path) -> None:
+    path = tmp_path / "c.db"
+    with SqliteCounterStore(path) as store:
+        assert _ask(store, "a", 0, amount=3) == (0, True)
+        _raw(path, "UPDATE totals SET total = 'x'")
+        with pytest.raises(CounterStoreError, match=NOT_INTEGER):
+            store.settle("a", consumed=False)
+        _raw(path, "UPDATE totals SET total = 3")
+        store.settle("a", consumed=False)  # the failed release left no transaction open
+        assert _ask(store, "b", 1, amount=10) == (0, True)
