@@ -16,7 +16,16 @@ from typing import Any
 import pytest
 
 from audit import MemoryAuditSink
-from runtime import Action, Gate, MemoryCounterStore, Policy, PolicyBackend, RuntimeVerdict, Usage
+from runtime import (
+    Action,
+    EvaluationError,
+    Gate,
+    MemoryCounterStore,
+    Policy,
+    PolicyBackend,
+    RuntimeVerdict,
+    Usage,
+)
 from runtime._budget import Budgets
 from runtime._recorded import RecordedText
 from runtime._scrub import Scrubber
@@ -131,14 +140,25 @@ class _Unreadable(Exception):
         raise RuntimeError("no message")
 
 
-def test_an_unprintable_exception_is_named_by_its_type() -> None:
-    candidate = _Raising(_Unreadable())
+class _UnreadableGhostError(EvaluationError):
+    """A ghost error type (its message is recorded) from a backend, whose message raises."""
+
+    def __str__(self) -> str:
+        raise RuntimeError("no message")
+
+
+@pytest.mark.parametrize(
+    ("exc", "name"),
+    [(_Unreadable(), "_Unreadable"), (_UnreadableGhostError(), "_UnreadableGhostError")],
+)
+def test_an_unprintable_exception_is_named_by_its_type(exc: Exception, name: str) -> None:
+    candidate = _Raising(exc)
     sink = MemoryAuditSink()
     gate = Gate(Policy.from_dict(ALLOW_ALL), sink=sink, shadow=candidate)
     assert gate.check(Action("bot", "read", "file:/a", {})).verdict is RuntimeVerdict.ALLOW
     shadow = sink.records("/assessments")[-1]["shadow"]
     assert shadow["verdict"] == "deny"
-    assert shadow["error"] == "denied: evaluation failed with _Unreadable"
+    assert shadow["error"] == f"denied: evaluation failed with {name}"
 
 
 # --- a limited shadow's counters -----------------------------------------------------------------
