@@ -85,8 +85,7 @@ class SpilledList:
         self._last = key
         self._count += 1
         if self._file is not None:
-            self._file.write(_HEADER.pack(key >> 64, key & _LOW, len(payload)))
-            self._file.write(payload)
+            self._file.write(b"".join((_HEADER.pack(key >> 64, key & _LOW, len(payload)), payload)))
             return
         self._held.append((key, payload))
         self._held_bytes += len(payload) + _ITEM_OVERHEAD

@@ -52,6 +52,7 @@ _DERIVED_STATS_BY: Final = (
     "stage_ns_by_stage",
     "approval_wait_ns_by_outcome",
 )
+_INDENTED: Final = orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS
 _DERIVED_COUNTS: Final = (
     "per_matched_policy_counts",
     "per_agent_counts",
@@ -126,7 +127,11 @@ def list_item_bytes(value: Any) -> bytes:
     own indented JSON, each four spaces further in (JSON strings hold no raw
     newline, so every newline in it ends a line).
     """
-    return b"    " + _indented_bytes(value)[:-1].replace(b"\n", b"\n    ")
+    try:
+        dumped = orjson.dumps(value, option=_INDENTED)
+    except orjson.JSONEncodeError:
+        dumped = _indented_bytes(value)[:-1]
+    return b"    " + dumped.replace(b"\n", b"\n    ")
 
 
 def _indented_bytes(document: Any) -> bytes:
@@ -139,7 +144,7 @@ def _indented_bytes(document: Any) -> bytes:
     encoder, whose bytes a test holds equal.
     """
     try:
-        return orjson.dumps(document, option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS) + b"\n"
+        return orjson.dumps(document, option=_INDENTED) + b"\n"
     except orjson.JSONEncodeError:
         text = json.dumps(document, sort_keys=True, indent=2, ensure_ascii=False, allow_nan=False)
         return (text + "\n").encode("utf-8")

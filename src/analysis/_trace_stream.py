@@ -482,7 +482,7 @@ def _record_payload(record: DecisionTraceRecord) -> bytes:
     """What the records' list holds of a record: its decision id, then its report JSON."""
     decision_id = record.decision_id.encode("utf-8")
     fragment = list_item_bytes(_record_to_json(record))
-    return _ID_LENGTH.pack(len(decision_id)) + decision_id + fragment
+    return b"".join((_ID_LENGTH.pack(len(decision_id)), decision_id, fragment))
 
 
 def _record_bytes(payload: bytes) -> memoryview:

@@ -48,8 +48,6 @@ from analysis._trace_stats import LatencyStats, StatsByKey, limit_denied_rule
 
 __all__ = ["ApprovalTallies", "DecisionTallies", "PairingTallies", "ReportHead"]
 
-# The group of all values, beside one group per key: None sorts apart from every key.
-_ALL: Final = None
 _RESOLVED: Final = True  # the value of a map used as a set
 
 
@@ -121,8 +119,7 @@ class DecisionTallies:
         self.limit_denials: Counter[str] = Counter()
         self.first_ns: int | None = None
         self.last_ns: int | None = None
-        # Per verdict, and all of them (_ALL).
-        self.latencies: SpilledRanks[str | None] = SpilledRanks(memory_values=memory_values)
+        self.latencies: SpilledRanks[str] = SpilledRanks(memory_values=memory_values)  # by verdict
 
     def add(self, record: DecisionTraceRecord) -> None:
         """Count one decision."""
@@ -143,7 +140,6 @@ class DecisionTallies:
         if self.last_ns is None or stamp > self.last_ns:
             self.last_ns = stamp
         self.latencies.add(kind, record.latency_ns)
-        self.latencies.add(_ALL, record.latency_ns)
 
     def latency_stats(self) -> tuple[LatencyStats | None, StatsByKey]:
         """The statistics of every latency, and per verdict."""
@@ -230,7 +226,7 @@ class ApprovalTallies:
 
     def __init__(self, *, memory_values: int, memory_entries: int, filter_bits: int) -> None:
         self.outcomes: Counter[str] = Counter()
-        self.waits: SpilledRanks[str | None] = SpilledRanks(memory_values=memory_values)
+        self.waits: SpilledRanks[str] = SpilledRanks(memory_values=memory_values)  # by outcome
         # The decision ids of this run that an approval resolves.
         self.resolved: SpilledMap[bool] = SpilledMap(
             memory_entries=memory_entries, filter_bits=filter_bits
@@ -240,7 +236,6 @@ class ApprovalTallies:
         """Count one approval."""
         self.outcomes[approval.outcome] += 1
         self.waits.add(approval.outcome, approval.wait_ns)
-        self.waits.add(_ALL, approval.wait_ns)
         if approval.decision_run_id is None:
             self.resolved.put(approval.decision_id, _RESOLVED)
 
@@ -258,9 +253,9 @@ class ApprovalTallies:
         self.resolved.close()
 
 
-def _stats(ranks: SpilledRanks[str | None]) -> tuple[LatencyStats | None, StatsByKey]:
-    by_key = {key: _known(ranks.stats(key)) for key in ranks.groups() if key is not None}
-    return ranks.stats(_ALL), StatsByKey(by_key)
+def _stats(ranks: SpilledRanks[str]) -> tuple[LatencyStats | None, StatsByKey]:
+    by_key = {key: _known(ranks.stats(key)) for key in ranks.groups()}
+    return ranks.stats_of_all(), StatsByKey(by_key)
 
 
 def _known(stats: LatencyStats | None) -> LatencyStats:

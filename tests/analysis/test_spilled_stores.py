@@ -39,8 +39,10 @@ def test_spilled_ranks_are_the_exact_nearest_ranks(
         for group in "abcd":
             expected = LatencyStats.of(value for key, value in values if key == group)
             assert ranks.stats(group) == expected
+        assert ranks.stats_of_all() == LatencyStats.of(value for _, value in values)
         assert list(ranks.groups()) == list(dict.fromkeys(group for group, _ in values))
-        assert ranks.spilled == (len(values) >= memory_values)
+        beyond = [v for _, v in values if not -(2**63) <= v < 2**63]
+        assert ranks.spilled == (len(values) >= memory_values or bool(beyond))
     finally:
         ranks.close()
 
