@@ -335,8 +335,9 @@ def run(*, quick: bool = False, decisions: int | None = None) -> list[Section]:
         (
             "Measured once with `python -m bench.long_run --decisions 1000000` (ADR 0026):"
             " ghost verify 92 MiB peak on 1,000,000 decisions, 4.25× its floor; ghost"
-            " trace-decisions (ADR 0026 addendum) 89 MiB peak on the same size, 6.5× its"
-            " floor (175 s; the in-memory report peaked at 4.4 GiB there)."
+            " trace-decisions (ADR 0026 addendum) 89 MiB peak on the same size, where the"
+            " in-memory report peaked at 4.4 GiB; 87-175 s on this shared machine (two runs)"
+            " against a 27 s floor, and 87 s of CPU where the in-memory report took 110 s."
         ),
     )
     return [
