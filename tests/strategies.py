@@ -723,3 +723,171 @@ budget_steps = st.lists(
     max_size=40,
 )
 """Steps of a budget scenario: (advance_ns, amount, denied_by_another_rule)."""
+
+
+# --- analysis: reader items of a run, for the decision trace (the streamed report) -----------
+
+# Few ids and addresses, so that decisions share ids, claims match and duplicates abound.
+_RUN_IDS = (
+    "0194a3c1-7e2f-7000-8000-000000000001",
+    "0194a3c1-7e2f-7000-8000-000000000002",
+    "0194a3c1-7e2f-7000-8000-000000000003",
+    "é-ñ-☕",
+    "",
+)
+_RUN_ADDRESSES = ("a" * 64, "b" * 64, "c" * 64)
+_RUN_INTS = st.one_of(
+    st.integers(min_value=0, max_value=10**6),
+    st.sampled_from([2**63 - 1, 2**63, 2**64 - 1, 2**64, 2**70, -1, -(2**63), -(2**63) - 1]),
+    st.integers(min_value=-(2**200), max_value=2**200),
+)
+_LONE_SURROGATES = st.sampled_from(["\ud800", "a\udfffb"])
+_RUN_TEXT = st.one_of(st.text(max_size=6), st.sampled_from(["café ☕", "\u2028", "\x00\x7f"]))
+_ODD = st.one_of(st.none(), st.booleans(), st.integers(), _LONE_SURROGATES)
+_RUN_VERDICTS = st.sampled_from(
+    ["allow", "deny", "pending", "pending", "narrow", "scrub"] * 2 + ["?"]
+)
+
+
+def _sometimes(draw: st.DrawFn, value: st.SearchStrategy[object]) -> object:
+    """A field as the gate writes it nine times in ten, else what a crafted file holds."""
+    return draw(_ODD if draw(st.integers(0, 9)) == 0 else value)
+
+
+@st.composite
+def _trace_record(draw: st.DrawFn, topic: str) -> dict[str, object]:
+    from tests.records import approval, assessment, decision
+
+    decision_id = _sometimes(draw, st.sampled_from(_RUN_IDS))
+    record: dict[str, object]
+    if topic == "/assessments":
+        record = assessment("")
+        record.update(
+            decision_id=decision_id,
+            agent=_sometimes(draw, _RUN_TEXT),
+            verb=_sometimes(draw, _RUN_TEXT),
+            findings=[
+                {"detector": _sometimes(draw, st.sampled_from(("email", "card", "ñ")))}
+                for _ in range(draw(st.integers(0, 3)))
+            ],
+            stage_ns=draw(
+                st.dictionaries(st.sampled_from(("policy", "narrow", "scrub", "é")), _RUN_INTS)
+            ),
+        )
+        if draw(st.booleans()):
+            record["shadow"] = {
+                "verdict": _sometimes(draw, _RUN_VERDICTS),
+                "matched_policy": _sometimes(draw, _RUN_TEXT),
+                "policy_id": _sometimes(draw, st.sampled_from(("candidate", "ops"))),
+                "error": draw(st.none() | st.just("boom")),
+            }
+    elif topic == "/decisions":
+        record = decision("", None)
+        record.update(
+            assessment_sha256=_sometimes(draw, st.sampled_from(_RUN_ADDRESSES)),
+            decision_id=decision_id,
+            verdict=_sometimes(draw, _RUN_VERDICTS),
+            reason=_sometimes(
+                draw, st.one_of(_RUN_TEXT, st.just("rule 'r' denies it (over its limit)"))
+            ),
+            matched_policy=draw(st.none() | st.sampled_from(("r", "read-public", "é"))),
+            policy_id=_sometimes(draw, st.sampled_from(("support-agent", "ops", "política"))),
+            stamp_ns=_sometimes(draw, _RUN_INTS),
+            latency_ns=_sometimes(draw, _RUN_INTS),
+            trace_origin=_sometimes(draw, st.sampled_from(("generated", "parent", "bogus"))),
+        )
+    elif topic == "/approvals":
+        record = approval("", "d" * 64)
+        record.update(
+            decision_id=decision_id,
+            outcome=_sometimes(draw, st.sampled_from(("approved", "rejected", "expired", "no"))),
+            wait_ns=_sometimes(draw, _RUN_INTS),
+            decision_run_id=draw(st.none() | st.none() | st.sampled_from(_RUN_IDS)),
+        )
+    else:
+        record = {"schema": draw(st.sampled_from(("ghost.seal/1", "ghost.run/1"))), "seq": 0}
+    if draw(st.integers(0, 19)) == 0:
+        del record[draw(st.sampled_from(sorted(record)))]
+    return record
+
+
+@st.composite
+def trace_run_items(draw: st.DrawFn) -> list[object]:
+    """What `audit.iter_run` could yield of a damaged or crafted run, for the decision trace.
+
+    Records on every topic the trace reads (and a few it does not), their
+    fields mostly as the gate writes them and otherwise mistyped, missing,
+    beyond 64 bits or holding lone surrogates; decision ids and assessment
+    addresses from small pools (so ids repeat, claims verify or break and
+    assessments come before, after and instead of one another); records that
+    are not JSON; reader problems; and sometimes file positions out of the
+    order the items come in (a record whose channel a damaged file defines
+    late). The last item is the `audit.ReadEnd`.
+    """
+    import json
+
+    from audit import CrcStatus, LoggedRecord, ProblemKind, ReadEnd, ReadProblem
+    from runtime import sha256_hex
+
+    topics = draw(
+        st.lists(
+            st.sampled_from(
+                ["/assessments", "/decisions", "/assessments", "/decisions", "/approvals", "/seal"]
+            ),
+            max_size=14,
+        )
+    )
+    offsets = list(range(len(topics)))
+    if draw(st.booleans()):
+        offsets = draw(st.permutations(offsets))
+    items: list[object] = []
+    for index, (topic, offset) in enumerate(zip(topics, offsets, strict=True)):
+        if draw(st.integers(0, 11)) == 0:
+            message = draw(st.one_of(_RUN_TEXT, _RUN_TEXT, _LONE_SURROGATES))
+            items.append(ReadProblem(ProblemKind.CHUNK_CRC_MISMATCH, None, f"damage: {message}"))
+        record: dict[str, object] | None = draw(_trace_record(topic))
+        problem = None
+        if draw(st.integers(0, 11)) == 0:
+            record, problem = None, "it is not valid JSON: Expecting value: line 1 column 1"
+        data = json.dumps(record, ensure_ascii=True).encode()
+        address = sha256_hex(data)
+        if topic == "/assessments" and draw(st.integers(0, 3)):
+            address = draw(st.sampled_from(_RUN_ADDRESSES))
+        items.append(
+            LoggedRecord(
+                topic=topic,
+                log_time_ns=index,
+                sequence=index,
+                data=data,
+                sha256=address,
+                record=record,
+                problem=problem,
+                publish_time_ns=index,
+                channel_id=2,
+                offset=64 + 100 * offset,
+                offset_in_chunk=draw(st.none() | st.integers(0, 2**32)),
+            )
+        )
+    from pathlib import Path
+
+    truncated = draw(st.booleans())
+    items.append(
+        ReadEnd(
+            path=Path("run.mcap"),
+            source_sha256=draw(sha256_hexes),
+            size_bytes=0,
+            truncated=truncated,
+            footer=not truncated,
+            data_end=not truncated,
+            data_section_crc=CrcStatus.ABSENT,
+            summary_crc=CrcStatus.ABSENT,
+            has_summary=False,
+            chunk_count=0,
+            chunk_index_count=0,
+            message_index_count=0,
+            statistics_count=0,
+            library=None,
+            stopped=False,
+        )
+    )
+    return items

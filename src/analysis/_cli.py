@@ -55,7 +55,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, cast
 
@@ -421,46 +421,51 @@ def _read_input(path: Path, what: str, limit: int) -> bytes:
 
 
 def _trace_decisions(args: argparse.Namespace) -> int:
+    import sqlite3
+
     from analysis._analyze import run_items
     from analysis._cli_progress import progress_bar
-    from analysis._decision_trace import trace_items
-    from analysis._trace_json import encode_decision_trace_report_to_bytes
+    from analysis._output_file import replace_file
+    from analysis._trace_stream import stream_trace
     from audit import LogFormatError
 
     mcap_path: Path = args.mcap
     output: str | None = args.output
+    # Streamed (ADR 0026): the report is written as it is read back from temporary files,
+    # so memory stays bounded however long the run; the bytes are the in-memory encoder's.
     try:
         with progress_bar(mcap_path) as progress:
-            report = trace_items(run_items(mcap_path, progress=progress))
+            trace = stream_trace(run_items(mcap_path, progress=progress))
     except LogFormatError as exc:  # missing, a directory, not MCAP, foreign MCAP, ...
         return _fail(f"cannot read {exc.path}: {exc.problem}")
-    if report.truncated:
-        _warn(
-            f"{mcap_path} is truncated: the file ends before its MCAP footer, as a crash"
-            " leaves it; the report covers the complete records before the cut"
-        )
-    if not report.sealed:
-        _warn(
-            f"{mcap_path} is not sealed: the run was not closed cleanly, or its seal was"
-            f" removed; `ghost verify --mcap {mcap_path}` tells which"
-        )
-    data = encode_decision_trace_report_to_bytes(report)
-    _note_limit_denials(report.records)
-
-    if output is None or output == _STDOUT:
-        return _write_stdout(data)
-    try:
-        Path(output).write_bytes(data)
-    except OSError as exc:
-        return _fail(f"cannot write {output}: {_os_cause(exc)}")
+    except (OSError, sqlite3.Error) as exc:  # the temporary files: a full disk, most likely
+        cause = _os_cause(exc) if isinstance(exc, OSError) else str(exc)
+        return _fail(f"cannot trace {mcap_path}: its temporary files failed: {cause}")
+    with trace:
+        if trace.truncated:
+            _warn(
+                f"{mcap_path} is truncated: the file ends before its MCAP footer, as a crash"
+                " leaves it; the report covers the complete records before the cut"
+            )
+        if not trace.sealed:
+            _warn(
+                f"{mcap_path} is not sealed: the run was not closed cleanly, or its seal was"
+                f" removed; `ghost verify --mcap {mcap_path}` tells which"
+            )
+        _note_limit_denials(trace.limit_denials)
+        if output is None or output == _STDOUT:
+            trace.write(sys.stdout.buffer)
+            sys.stdout.flush()
+            return EXIT_OK
+        try:
+            replace_file(output, trace.write)
+        except OSError as exc:
+            return _fail(f"cannot write {output}: {_os_cause(exc)}")
     return EXIT_OK
 
 
-def _note_limit_denials(records: Sequence[Any]) -> None:
+def _note_limit_denials(counts: Mapping[str, int]) -> None:
     """One stderr line counting the decisions denied over a budget or rate, by rule (ADR 0032)."""
-    from analysis._trace_stats import limit_denials
-
-    counts = limit_denials(records)
     if counts:
         total = sum(counts.values())
         by_rule = ", ".join(f"{rule} {count}" for rule, count in counts.items())

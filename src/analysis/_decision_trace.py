@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, TypeVar
 
 from analysis._json_types import json_type_name
-from analysis._run_facts import read_facts, seals_the_run
+from analysis._run_facts import SealWatch
 from analysis._trace_model import (
     ANALYSIS_VERSION,
     APPROVAL_OUTCOMES,
@@ -54,7 +54,10 @@ if TYPE_CHECKING:
     from audit import LoggedRecord, RunItem, RunLog
 
 __all__ = [
+    "AssessmentFields",
     "TraceBuilder",
+    "assessment_fields",
+    "assessment_of",
     "build_decision_trace_report",
     "trace_items",
     "trace_run",
@@ -109,6 +112,50 @@ class _LoggedAssessment:
     detectors: tuple[str, ...]
     stage_ns: FrozenCounts
     shadow: _LoggedShadow | None = None
+
+
+AssessmentFields = tuple[
+    str,
+    str | None,
+    str | None,
+    str | None,
+    tuple[str, ...],
+    tuple[tuple[str, int], ...],
+    tuple[str, str | None, str | None, bool] | None,
+]
+"""A `_LoggedAssessment` as plain values (`assessment_fields`): what pickles small and fast."""
+
+
+def assessment_fields(assessment: _LoggedAssessment) -> AssessmentFields:
+    """The assessment as plain values, for a store that pickles them (`assessment_of` undoes it)."""
+    shadow = assessment.shadow
+    return (
+        assessment.sha256,
+        assessment.agent,
+        assessment.verb,
+        assessment.resource,
+        assessment.detectors,
+        tuple(assessment.stage_ns.items()),
+        None
+        if shadow is None
+        else (shadow.verdict.value, shadow.matched_policy, shadow.policy_id, shadow.error),
+    )
+
+
+def assessment_of(fields: AssessmentFields) -> _LoggedAssessment:
+    """The assessment that `assessment_fields` gave ``fields`` for (an equal one)."""
+    sha256, agent, verb, resource, detectors, stages, shadow = fields
+    return _LoggedAssessment(
+        sha256=sha256,
+        agent=agent,
+        verb=verb,
+        resource=resource,
+        detectors=detectors,
+        stage_ns=FrozenCounts(stages) if stages else _NO_STAGES,
+        shadow=None
+        if shadow is None
+        else _LoggedShadow(RuntimeVerdict(shadow[0]), shadow[1], shadow[2], shadow[3]),
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -201,13 +248,12 @@ class TraceBuilder:
     __slots__ = (
         "_approvals",
         "_assessments",
-        "_count",
         "_duplicates",
-        "_last_two",
         "_read_problems",
         "_record_at",
         "_record_problems",
         "_records",
+        "_seal",
         "_texts",
         "_used",
     )
@@ -224,9 +270,7 @@ class TraceBuilder:
         self._read_problems: list[str] = []
         self._record_problems: list[tuple[int, str]] = []
         self._texts: dict[object, Any] = {}
-        # The two records furthest into the file: whether the run is sealed.
-        self._last_two: list[LoggedRecord] = []
-        self._count = 0
+        self._seal = SealWatch()
 
     def take(self, item: RunItem) -> None:
         """Trace one item of `audit.iter_run`: a record, or a problem the reader found."""
@@ -244,8 +288,7 @@ class TraceBuilder:
     def record(self, logged: LoggedRecord) -> None:
         """Trace one record on a ghost topic."""
         at = _file_order(logged)
-        self._count += 1
-        self._keep_last(logged)
+        self._seal.see(logged)
         share = self._share
         if logged.topic == ASSESSMENTS_TOPIC:
             try:
@@ -295,7 +338,7 @@ class TraceBuilder:
             source_mcap_sha256=source_sha256,
             duplicate_assessment_count=self._duplicates,
             truncated=truncated,
-            sealed=self._sealed(TOPICS),
+            sealed=self._seal.sealed(TOPICS),
             approvals=[approval for _, approval in self._approvals],
             problems=[*self._read_problems, *(problem for _, problem in self._record_problems)],
         )
@@ -318,25 +361,6 @@ class TraceBuilder:
     def _share(self, value: _Shared) -> _Shared:
         return self._texts.setdefault(value, value)  # type: ignore[no-any-return]
 
-    def _keep_last(self, logged: LoggedRecord) -> None:
-        last_two, position = self._last_two, logged.position
-        if len(last_two) < 2:
-            last_two.append(logged)
-            last_two.sort(key=_position)
-        elif position > last_two[1].position:
-            last_two[0], last_two[1] = last_two[1], logged
-        elif position > last_two[0].position:
-            last_two[0] = logged
-
-    def _sealed(self, topic_schemas: Mapping[str, str]) -> bool:
-        # The same test as verify_run's: the last record is a /seal naming the one before.
-        if not self._last_two:
-            return False
-        *head, last = self._last_two
-        index = self._count - 1
-        before = read_facts(index - 1, head[0], topic_schemas)[0] if head else None
-        return seals_the_run(read_facts(index, last, topic_schemas)[0], before)
-
     def _problem(self, at: int, message: str) -> None:
         self._record_problems.append((at, message))
 
@@ -356,10 +380,6 @@ def _file_order(logged: LoggedRecord) -> int:
 
 def _first(item: tuple[int, object]) -> int:
     return item[0]
-
-
-def _position(logged: LoggedRecord) -> tuple[int, int]:
-    return logged.position
 
 
 def _held(entry: tuple[int, _LoggedAssessment] | None) -> _LoggedAssessment | None:

@@ -49,6 +49,7 @@ __all__ = [
     "RecordCheck",
     "RecordFacts",
     "RunEnd",
+    "SealWatch",
     "is_sealed",
     "is_uuid",
     "read_facts",
@@ -358,3 +359,42 @@ def _integer(record: Mapping[str, Any] | None, name: str) -> int | None:
 
 def _clip(text: str) -> str:
     return text if len(text) <= _MAX_DETAIL else text[: _MAX_DETAIL - 1] + "…"
+
+
+class SealWatch:
+    """Whether a run is sealed, from its records as they stream by: the two furthest in the file.
+
+    The same test as `verify_run`'s: the last record is a ``/seal`` that
+    counts and names the records before it.
+    """
+
+    __slots__ = ("_count", "_last_two")
+
+    def __init__(self) -> None:
+        self._last_two: list[LoggedRecord] = []
+        self._count = 0
+
+    def see(self, logged: LoggedRecord) -> None:
+        """Note one record on a ghost topic (in any order: its position places it)."""
+        self._count += 1
+        last_two, position = self._last_two, logged.position
+        if len(last_two) < 2:
+            last_two.append(logged)
+            last_two.sort(key=_record_position)
+        elif position > last_two[1].position:
+            last_two[0], last_two[1] = last_two[1], logged
+        elif position > last_two[0].position:
+            last_two[0] = logged
+
+    def sealed(self, topic_schemas: Mapping[str, str]) -> bool:
+        """Whether the records seen end as a sealed run does (``topic_schemas``: `audit.TOPICS`)."""
+        if not self._last_two:
+            return False
+        *head, last = self._last_two
+        index = self._count - 1
+        before = read_facts(index - 1, head[0], topic_schemas)[0] if head else None
+        return seals_the_run(read_facts(index, last, topic_schemas)[0], before)
+
+
+def _record_position(logged: LoggedRecord) -> tuple[int, int]:
+    return logged.position

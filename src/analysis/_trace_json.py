@@ -27,12 +27,16 @@ from analysis._trace_model import (
     DecisionTraceReport,
 )
 from analysis._trace_stats import LatencyStats
+from analysis._trace_tallies import ReportHead
 from runtime import RuntimeVerdict, StrictJSONError, loads_strict
 
 __all__ = [
+    "LIST_FIELDS",
     "decode_decision_trace_report_from_json",
     "encode_decision_trace_report_to_bytes",
     "generate_decision_trace_report",
+    "head_document",
+    "list_item_bytes",
 ]
 
 _T = TypeVar("_T")
@@ -48,6 +52,7 @@ _DERIVED_STATS_BY: Final = (
     "stage_ns_by_stage",
     "approval_wait_ns_by_outcome",
 )
+_INDENTED: Final = orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS
 _DERIVED_COUNTS: Final = (
     "per_matched_policy_counts",
     "per_agent_counts",
@@ -68,7 +73,21 @@ def encode_decision_trace_report_to_bytes(report: DecisionTraceReport) -> bytes:
         UTF-8 JSON with sorted keys, an indent of 2, non-ASCII characters kept
         as they are, and a trailing newline. Equal reports give equal bytes.
     """
-    document = {
+    document = head_document(report)
+    document["records"] = [_record_to_json(record) for record in report.records]
+    document["approvals"] = [_approval_to_json(approval) for approval in report.approvals]
+    document["problems"] = list(report.problems)
+    document["unresolved_pending_decision_ids"] = list(report.unresolved_pending_decision_ids)
+    return _indented_bytes(document)
+
+
+LIST_FIELDS: Final = ("approvals", "problems", "records", "unresolved_pending_decision_ids")
+"""The report's fields that list something per record, in the order their keys sort."""
+
+
+def head_document(report: DecisionTraceReport | ReportHead) -> dict[str, Any]:
+    """The JSON document of every field of ``report`` but the four `LIST_FIELDS`."""
+    document: dict[str, Any] = {
         "source_mcap_sha256": report.source_mcap_sha256,
         "total_decisions": report.total_decisions,
         "verified_count": report.verified_count,
@@ -80,15 +99,11 @@ def encode_decision_trace_report_to_bytes(report: DecisionTraceReport) -> bytes:
         "timestamp_first_ns": report.timestamp_first_ns,
         "timestamp_last_ns": report.timestamp_last_ns,
         "timestamp_span_ns": report.timestamp_span_ns,
-        "records": [_record_to_json(record) for record in report.records],
         "analysis_version": report.analysis_version,
         "duplicate_assessment_count": report.duplicate_assessment_count,
         "truncated": report.truncated,
         "sealed": report.sealed,
         "per_approval_outcome_counts": dict(report.per_approval_outcome_counts),
-        "unresolved_pending_decision_ids": list(report.unresolved_pending_decision_ids),
-        "approvals": [_approval_to_json(approval) for approval in report.approvals],
-        "problems": list(report.problems),
     }
     for name in _DERIVED_STATS:
         document[name] = _stats_to_json(getattr(report, name))
@@ -102,10 +117,24 @@ def encode_decision_trace_report_to_bytes(report: DecisionTraceReport) -> bytes:
     document["shadow_disagreement_ids"] = {
         pair: list(ids) for pair, ids in report.shadow_disagreement_ids
     }
-    return _indented_bytes(document)
+    return document
 
 
-def _indented_bytes(document: Mapping[str, Any]) -> bytes:
+def list_item_bytes(value: Any) -> bytes:
+    """``value`` as an item of one of the report's `LIST_FIELDS`: indented by four, no newline.
+
+    `_indented_bytes` at that depth: its lines are the lines of ``value``'s
+    own indented JSON, each four spaces further in (JSON strings hold no raw
+    newline, so every newline in it ends a line).
+    """
+    try:
+        dumped = orjson.dumps(value, option=_INDENTED)
+    except orjson.JSONEncodeError:
+        dumped = _indented_bytes(value)[:-1]
+    return b"    " + dumped.replace(b"\n", b"\n    ")
+
+
+def _indented_bytes(document: Any) -> bytes:
     """``json.dumps(sort_keys, indent=2, ensure_ascii=False)`` and a newline, as UTF-8.
 
     orjson writes the same bytes in one buffer; the standard library's
@@ -115,7 +144,7 @@ def _indented_bytes(document: Mapping[str, Any]) -> bytes:
     encoder, whose bytes a test holds equal.
     """
     try:
-        return orjson.dumps(document, option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS) + b"\n"
+        return orjson.dumps(document, option=_INDENTED) + b"\n"
     except orjson.JSONEncodeError:
         text = json.dumps(document, sort_keys=True, indent=2, ensure_ascii=False, allow_nan=False)
         return (text + "\n").encode("utf-8")

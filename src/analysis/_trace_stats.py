@@ -14,10 +14,31 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["LatencyStats", "StatsByKey", "limit_denials", "nearest_rank", "stats_by_key"]
+__all__ = [
+    "LatencyStats",
+    "StatsByKey",
+    "limit_denials",
+    "limit_denied_rule",
+    "nearest_rank",
+    "percentile_rank",
+    "stats_by_key",
+]
 
 # The suffix the gate gives a reason when the deciding rule was a limited one (ADR 0032).
 _OVER_LIMIT = " (over its limit)"
+
+
+def percentile_rank(count: int, percent: int) -> int:
+    """The 1-based rank of the ``percent``-th percentile of ``count`` values, by nearest rank.
+
+    Raises:
+        ValueError: ``count`` is below 1 or ``percent`` is not in 1..100.
+    """
+    if count < 1:
+        raise ValueError("a percentile of no values")
+    if not 1 <= percent <= 100:
+        raise ValueError(f"a percentile is from 1 to 100, not {percent}")
+    return -(-percent * count // 100)  # ceil without floats: exact for any n
 
 
 def nearest_rank(ordered: list[int], percent: int) -> int:
@@ -26,12 +47,7 @@ def nearest_rank(ordered: list[int], percent: int) -> int:
     Raises:
         ValueError: ``ordered`` is empty or ``percent`` is not in 1..100.
     """
-    if not ordered:
-        raise ValueError("a percentile of no values")
-    if not 1 <= percent <= 100:
-        raise ValueError(f"a percentile is from 1 to 100, not {percent}")
-    rank = -(-percent * len(ordered) // 100)  # ceil without floats: exact for any n
-    return ordered[rank - 1]
+    return ordered[percentile_rank(len(ordered), percent) - 1]
 
 
 @dataclass(frozen=True, slots=True)
@@ -139,11 +155,19 @@ def limit_denials(records: Iterable[Any]) -> dict[str, int]:
     """
     counts: dict[str, int] = {}
     for record in records:
-        rule = record.matched_policy
-        if (
-            record.decision_kind == "deny"
-            and rule is not None
-            and record.decision_reason.endswith(_OVER_LIMIT)
-        ):
+        rule = limit_denied_rule(record)
+        if rule is not None:
             counts[rule] = counts.get(rule, 0) + 1
     return dict(sorted(counts.items()))
+
+
+def limit_denied_rule(record: Any) -> str | None:
+    """The limited rule that denied ``record`` over its limit, or None (see `limit_denials`)."""
+    rule: str | None = record.matched_policy
+    if (
+        record.decision_kind == "deny"
+        and rule is not None
+        and record.decision_reason.endswith(_OVER_LIMIT)
+    ):
+        return rule
+    return None

@@ -47,3 +47,11 @@ def gate_run(gate_runs: dict[Durability, GateRun], durability: Durability) -> Ga
 def out(tmp_path: Path) -> Path:
     """Where a test writes the file it verifies."""
     return tmp_path / "edited.mcap"
+
+
+@pytest.fixture
+def streamed_trace_checked(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every report the test builds is also streamed, and must be the same bytes (ADR 0026)."""
+    from tests.analysis.streamed import check_every_trace
+
+    check_every_trace(monkeypatch)

@@ -20,6 +20,9 @@ from tests.analysis.test_trace_statistics import _write_known_run
 from tests.audit.mcap_tools import RecordWriter, ghost_prelude, rewrite_mcap
 from tests.records import STAMP_NS, assessment, decision, write_run
 
+# Every report built here is also streamed and compared byte for byte (tests/analysis/streamed.py).
+pytestmark = pytest.mark.usefixtures("streamed_trace_checked")
+
 
 def _runs(tmp_path: Path) -> dict[str, Path]:
     known = tmp_path / "known.mcap"

@@ -32,6 +32,9 @@ from tests.analysis.stored_run import StoredRun
 from tests.audit.mcap_tools import rewrite_mcap
 from tests.records import STAMP_NS, TRACE_ID, approval, assessment, decision, make_run_start
 
+# Every report built here is also streamed and compared byte for byte (tests/analysis/streamed.py).
+pytestmark = pytest.mark.usefixtures("streamed_trace_checked")
+
 
 def decision_id(index: int) -> str:
     # Distinct milliseconds make the ids sort like the indexes, which eases debugging.

@@ -27,6 +27,9 @@ from runtime import Action, AuditError, Gate, Policy, ShadowPolicy, canonical_by
 from tests.records import make_run_start
 from tests.runtime.conftest import POLICY
 
+# Every report built here is also streamed and compared byte for byte (tests/analysis/streamed.py).
+pytestmark = pytest.mark.usefixtures("streamed_trace_checked")
+
 ENFORCED = Policy.from_dict(POLICY)
 # The candidate denies all mail and every refund, and holds search for approval.
 CANDIDATE = Policy.from_dict(

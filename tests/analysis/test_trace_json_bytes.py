@@ -8,7 +8,7 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from analysis._trace_json import _indented_bytes
+from analysis._trace_json import _indented_bytes, list_item_bytes
 
 
 def _reference(document: Any) -> bytes:
@@ -33,3 +33,11 @@ def test_the_bytes_are_the_standard_encoders(document: dict[str, Any]) -> None:
 def test_an_integer_orjson_refuses_falls_back_to_the_same_bytes() -> None:
     document = {"big": 2**70, "small": [1, {"é": "\u2028\x7f\x00"}], "empty": {}, "none": []}
     assert _indented_bytes(document) == _reference(document)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(_VALUES, min_size=1, max_size=4))
+def test_list_items_are_the_lines_of_a_top_level_list(items: list[Any]) -> None:
+    # The streamed report writes each item of a top-level list on its own (ADR 0026).
+    streamed = b'{\n  "k": [\n' + b",\n".join(map(list_item_bytes, items)) + b"\n  ]\n}\n"
+    assert streamed == _reference({"k": items})

@@ -27,6 +27,9 @@ from runtime.testing import ManualClock
 from tests.records import STAMP_NS, approval, assessment, decision, make_run_start
 from tests.runtime.approvals import APPROVAL_POLICY, refund, search
 
+# Every report built here is also streamed and compared byte for byte (tests/analysis/streamed.py).
+pytestmark = pytest.mark.usefixtures("streamed_trace_checked")
+
 MS = 1_000_000
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -317,4 +318,73 @@ def test_usage_errors_exit_2(tmp_path: Path, args: list[str]) -> None:
     stderr = result.stderr.decode()
     assert "usage: ghost" in stderr
     assert "Traceback" not in stderr
+    assert result.stdout == b""
+
+
+# --- --output is replaced whole, or not at all (the streamed report, ADR 0026) ---------------
+
+
+def _ghost_limited(
+    *args: str | Path, cwd: Path, file_bytes: int
+) -> subprocess.CompletedProcess[bytes]:
+    """The CLI with files it writes capped at ``file_bytes`` (RLIMIT_FSIZE: EFBIG past it)."""
+    import resource
+
+    def cap() -> None:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (file_bytes, file_bytes))
+
+    # preexec_fn: the child only sets a limit before it execs.
+    return subprocess.run(
+        [sys.executable, "-m", "analysis", *args],
+        cwd=cwd,
+        capture_output=True,
+        timeout=120,
+        check=False,
+        preexec_fn=cap,
+    )
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="needs POSIX resource limits")
+def test_an_output_that_fails_halfway_leaves_the_old_file_whole(
+    run_file: Path, tmp_path: Path
+) -> None:
+    output = tmp_path / "out" / "report.json"
+    output.parent.mkdir()
+    output.write_bytes(b"the previous report\n")
+
+    # The report is several kilobytes; the file system takes one.
+    result = _ghost_limited(
+        "trace-decisions", "--mcap", run_file, "--output", output, cwd=tmp_path, file_bytes=1024
+    )
+
+    assert result.returncode == 1
+    assert_one_error_line(result, f"cannot write {output}: File too large")
+    assert output.read_bytes() == b"the previous report\n"
+    assert sorted(path.name for path in output.parent.iterdir()) == ["report.json"]
+
+
+def test_an_output_is_replaced_whole_keeping_its_mode(run_file: Path, tmp_path: Path) -> None:
+    output = tmp_path / "report.json"
+    output.write_bytes(b"x" * 100_000)  # longer than the report: nothing of it may remain
+    output.chmod(0o640)
+    link = tmp_path / "latest.json"
+    link.symlink_to(output.name)
+
+    result = ghost("trace-decisions", "--mcap", run_file, "--output", link, cwd=tmp_path)
+
+    assert result.returncode == 0, result.stderr
+    assert link.is_symlink()  # written through the link, as before
+    assert output.read_bytes() == ghost("trace-decisions", "--mcap", run_file, cwd=tmp_path).stdout
+    assert output.stat().st_mode & 0o777 == 0o640
+    assert sorted(path.name for path in tmp_path.iterdir()) == [
+        "latest.json",
+        "report.json",
+        "run.mcap",
+    ]
+
+
+def test_an_output_to_a_device_is_written_in_place(run_file: Path, tmp_path: Path) -> None:
+    result = ghost("trace-decisions", "--mcap", run_file, "--output", os.devnull, cwd=tmp_path)
+
+    assert result.returncode == 0, result.stderr
     assert result.stdout == b""
