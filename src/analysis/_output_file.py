@@ -15,6 +15,11 @@ old file or the new one, never a part.
 * A name that is not a regular file (a device such as ``/dev/null``, a FIFO,
   a directory) cannot be replaced by a rename: it is opened and written as
   before, and a directory fails to open as before.
+* An existing file in a directory where no file can be made (read-only for
+  this user) is written in place, as before: the name can be written, only
+  not replaced. That write is not atomic; it is the one case that is not.
+* The temporary file is synced before the rename, so a crash just after it
+  cannot leave an empty or partial file under the name.
 """
 
 from __future__ import annotations
@@ -55,11 +60,22 @@ def replace_file(path: str | os.PathLike[str], write: Callable[[IO[bytes]], None
         return
     mode = stat.S_IMODE(found.st_mode) if found is not None else 0o666 & ~_umask()
     directory, name = os.path.split(target)
-    descriptor, temporary = tempfile.mkstemp(dir=directory, prefix=f".{name}.", suffix=".partial")
+    try:
+        descriptor, temporary = tempfile.mkstemp(
+            dir=directory, prefix=f".{name}.", suffix=".partial"
+        )
+    except PermissionError:
+        if found is None or not os.access(target, os.W_OK):
+            raise
+        with open(path, "wb") as stream:  # the directory is closed to us; the file is not
+            write(stream)
+        return
     try:
         with os.fdopen(descriptor, "wb", buffering=_BUFFER) as stream:
             os.fchmod(stream.fileno(), mode)
             write(stream)
+            stream.flush()
+            os.fsync(stream.fileno())
         os.replace(temporary, target)
     except BaseException:
         with contextlib.suppress(OSError):
