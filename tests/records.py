@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from audit import Durability, McapAuditSink
+from audit import CrcStatus, Durability, McapAuditSink, ReadEnd
 from runtime import RunStart, make_uuid7, sha256_hex
 from runtime.testing import ManualClock
 
@@ -160,3 +160,24 @@ def write_tampered_run(directory: Path, *, decisions: int = 3) -> Path:
 
     rewrite_mcap(honest, edited, allow_the_pending_one)
     return edited
+
+
+def read_end(*, source_sha256: str = "0" * 64, truncated: bool = False) -> ReadEnd:
+    """A `ReadEnd` with these two fields (the only ones the trace reads), the rest empty."""
+    return ReadEnd(
+        path=Path("run.mcap"),
+        source_sha256=source_sha256,
+        size_bytes=0,
+        truncated=truncated,
+        footer=not truncated,
+        data_end=not truncated,
+        data_section_crc=CrcStatus.ABSENT,
+        summary_crc=CrcStatus.ABSENT,
+        has_summary=False,
+        chunk_count=0,
+        chunk_index_count=0,
+        message_index_count=0,
+        statistics_count=0,
+        library=None,
+        stopped=False,
+    )

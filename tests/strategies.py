@@ -826,8 +826,9 @@ def trace_run_items(draw: st.DrawFn) -> list[object]:
     """
     import json
 
-    from audit import CrcStatus, LoggedRecord, ProblemKind, ReadEnd, ReadProblem
+    from audit import LoggedRecord, ProblemKind, ReadProblem
     from runtime import sha256_hex
+    from tests.records import read_end
 
     topics = draw(
         st.lists(
@@ -868,26 +869,5 @@ def trace_run_items(draw: st.DrawFn) -> list[object]:
                 offset_in_chunk=draw(st.none() | st.integers(0, 2**32)),
             )
         )
-    from pathlib import Path
-
-    truncated = draw(st.booleans())
-    items.append(
-        ReadEnd(
-            path=Path("run.mcap"),
-            source_sha256=draw(sha256_hexes),
-            size_bytes=0,
-            truncated=truncated,
-            footer=not truncated,
-            data_end=not truncated,
-            data_section_crc=CrcStatus.ABSENT,
-            summary_crc=CrcStatus.ABSENT,
-            has_summary=False,
-            chunk_count=0,
-            chunk_index_count=0,
-            message_index_count=0,
-            statistics_count=0,
-            library=None,
-            stopped=False,
-        )
-    )
+    items.append(read_end(source_sha256=draw(sha256_hexes), truncated=draw(st.booleans())))
     return items

@@ -20,6 +20,7 @@ from __future__ import annotations
 import base64
 import copy
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -44,7 +45,17 @@ from runtime import Action, Decision, Gate, Policy, PolicyBackend, canonical_byt
 from runtime.testing import ManualClock
 from tests.runtime.conftest import POLICY
 
-__all__ = ["GateRun", "StoredMessage", "StoredRun", "forged_note", "write_gate_run"]
+__all__ = [
+    "Edit",
+    "GateRun",
+    "StoredMessage",
+    "StoredRun",
+    "delete",
+    "duplicate",
+    "forged_note",
+    "move_to_end",
+    "write_gate_run",
+]
 
 SEQUENCE_MODULUS = 2**32
 
@@ -296,3 +307,36 @@ def forged_note(
     if not signatures:
         return text
     return text + "\n" + "".join(signature.line for signature in signatures)
+
+
+Edit = Callable[[StoredRun], None]
+"""An edit of a stored run in place, as a tamperer or a damaged file makes it."""
+
+
+def delete(topic: str, nth: int = 0) -> Edit:
+    """Remove the ``nth`` message on ``topic``."""
+
+    def edit(run: StoredRun) -> None:
+        run.messages.pop(run.index(topic, nth))
+
+    return edit
+
+
+def duplicate(topic: str, nth: int = 0) -> Edit:
+    """Repeat the ``nth`` message on ``topic`` right after itself."""
+
+    def edit(run: StoredRun) -> None:
+        at = run.index(topic, nth)
+        run.messages.insert(at + 1, run.messages[at])
+
+    return edit
+
+
+def move_to_end(topic: str, nth: int = 0) -> Edit:
+    """Move the ``nth`` message on ``topic`` to just before the run's last two (its seal)."""
+
+    def edit(run: StoredRun) -> None:
+        message = run.messages.pop(run.index(topic, nth))
+        run.messages.insert(len(run.messages) - 2, message)
+
+    return edit

@@ -29,13 +29,13 @@ from analysis._trace_json import encode_decision_trace_report_to_bytes
 from analysis._trace_model import DecisionTraceReport
 from analysis._trace_stream import SpillLimits, stream_trace
 from audit import LoggedRecord, ReadEnd, ReadProblem, RunItem
+from tests.records import read_end
 
 __all__ = [
     "TINY_LIMITS",
     "assert_streams_alike",
     "check_every_trace",
     "in_memory_bytes",
-    "read_end",
     "records_of",
     "streamed_bytes",
 ]
@@ -118,7 +118,7 @@ def check_every_trace(monkeypatch: pytest.MonkeyPatch) -> None:
 
     def finishing(builder: TraceBuilder, **end: Any) -> DecisionTraceReport:
         report = finish(builder, **end)
-        items = [*fed.pop(id(builder), []), _end(**end)]
+        items = [*fed.pop(id(builder), []), read_end(**end)]
         try:
             expected = encode_decision_trace_report_to_bytes(report)
         except UnicodeEncodeError:
@@ -137,35 +137,6 @@ def _problem(message: str) -> ReadProblem:
     from audit import ProblemKind
 
     return ReadProblem(kind=ProblemKind.RECORD_UNPARSABLE, offset=None, message=message)
-
-
-def _end(*, source_sha256: str, truncated: bool) -> ReadEnd:
-    return read_end(source_sha256=source_sha256, truncated=truncated)
-
-
-def read_end(*, source_sha256: str = "0" * 64, truncated: bool = False) -> ReadEnd:
-    """A `ReadEnd` with these two fields (the only ones the trace reads)."""
-    from pathlib import Path
-
-    from audit import CrcStatus
-
-    return ReadEnd(
-        path=Path("run.mcap"),
-        source_sha256=source_sha256,
-        size_bytes=0,
-        truncated=truncated,
-        footer=not truncated,
-        data_end=not truncated,
-        data_section_crc=CrcStatus.ABSENT,
-        summary_crc=CrcStatus.ABSENT,
-        has_summary=False,
-        chunk_count=0,
-        chunk_index_count=0,
-        message_index_count=0,
-        statistics_count=0,
-        library=None,
-        stopped=False,
-    )
 
 
 def records_of(items: Iterable[RunItem]) -> Iterator[LoggedRecord]:

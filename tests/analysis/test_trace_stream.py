@@ -28,7 +28,14 @@ from analysis._spilled_list import SpilledList
 from analysis._trace_stream import TraceStream, stream_trace
 from audit import LoggedRecord, ReadEnd, ReadProblem, RunItem, iter_run
 from runtime import Policy
-from tests.analysis.stored_run import StoredRun, write_gate_run
+from tests.analysis.stored_run import (
+    Edit,
+    StoredRun,
+    delete,
+    duplicate,
+    move_to_end,
+    write_gate_run,
+)
 from tests.analysis.streamed import (
     TINY_LIMITS,
     assert_streams_alike,
@@ -38,15 +45,6 @@ from tests.analysis.streamed import (
 )
 from tests.runtime.conftest import POLICY
 from tests.strategies import trace_run_items
-
-Edit = Callable[[StoredRun], None]
-
-
-def _delete(topic: str, nth: int = 0) -> Edit:
-    def edit(run: StoredRun) -> None:
-        run.messages.pop(run.index(topic, nth))
-
-    return edit
 
 
 def _both(*edits: Edit) -> Edit:
@@ -59,22 +57,6 @@ def _both(*edits: Edit) -> Edit:
 
 def _rechain(run: StoredRun) -> None:
     run.rechain()
-
-
-def _duplicate(topic: str, nth: int = 0) -> Edit:
-    def edit(run: StoredRun) -> None:
-        at = run.index(topic, nth)
-        run.messages.insert(at + 1, run.messages[at])
-
-    return edit
-
-
-def _move_to_end(topic: str, nth: int = 0) -> Edit:
-    def edit(run: StoredRun) -> None:
-        message = run.messages.pop(run.index(topic, nth))
-        run.messages.insert(len(run.messages) - 2, message)
-
-    return edit
 
 
 def _edit(topic: str, nth: int = 0, **changes: object) -> Edit:
@@ -123,15 +105,15 @@ def _same_id_everywhere(run: StoredRun) -> None:
 
 EDITS: dict[str, Edit] = {
     "intact": lambda run: None,
-    "decision deleted": _delete("/decisions", 2),
-    "assessment deleted": _delete("/assessments", 1),
-    "pair duplicated": _both(_duplicate("/decisions", 1), _duplicate("/assessments", 1)),
-    "decision duplicated": _duplicate("/decisions", 1),
-    "assessment duplicated": _duplicate("/assessments", 0),
-    "approval duplicated": _duplicate("/approvals"),
-    "approval deleted": _delete("/approvals"),
-    "decision moved to the end": _move_to_end("/decisions", 0),
-    "assessment moved to the end": _move_to_end("/assessments", 4),
+    "decision deleted": delete("/decisions", 2),
+    "assessment deleted": delete("/assessments", 1),
+    "pair duplicated": _both(duplicate("/decisions", 1), duplicate("/assessments", 1)),
+    "decision duplicated": duplicate("/decisions", 1),
+    "assessment duplicated": duplicate("/assessments", 0),
+    "approval duplicated": duplicate("/approvals"),
+    "approval deleted": delete("/approvals"),
+    "decision moved to the end": move_to_end("/decisions", 0),
+    "assessment moved to the end": move_to_end("/assessments", 4),
     "assessment replaced after its decision": _replace_assessment_after_its_decision,
     "one decision id for everything": _same_id_everywhere,
     "agent altered": _edit("/assessments", 2, agent="attacker"),
@@ -154,7 +136,7 @@ EDITS: dict[str, Edit] = {
     "lone surrogate in an agent": _raw("/assessments", 1, b'"agent":"bot"', b'"agent":"\\ud800"'),
     "lone surrogate in a reason": _raw("/decisions", 1, b'"reason":"', b'"reason":"\\udfff'),
     "not JSON": _raw("/decisions", 2, b"{", b"{{"),
-    "re-chained after a duplicate": _both(_duplicate("/decisions", 0), _rechain),
+    "re-chained after a duplicate": _both(duplicate("/decisions", 0), _rechain),
 }
 
 
@@ -242,7 +224,7 @@ def test_tiny_limits_put_every_store_on_disk_and_the_bytes_stay(
     stored: StoredRun, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     _replace_assessment_after_its_decision(stored)
-    _move_to_end("/decisions", 1)(stored)
+    move_to_end("/decisions", 1)(stored)
     path = stored.write(tmp_path / "run.mcap")
     items = _shuffled(list(iter_run(path)), lambda records: records[::-1])
     expected = in_memory_bytes(items)

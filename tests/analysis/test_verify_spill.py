@@ -9,36 +9,20 @@ defaults: the same status, problems, counts and prefix.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 import analysis._verify_links as links
 from analysis import verify_run
-from tests.analysis.stored_run import StoredRun, write_gate_run
-
-Edit = Callable[[StoredRun], None]
-
-
-def _delete(topic: str, nth: int = 0) -> Edit:
-    return lambda run: run.messages.pop(run.index(topic, nth))
-
-
-def _duplicate(topic: str, nth: int = 0) -> Edit:
-    def edit(run: StoredRun) -> None:
-        at = run.index(topic, nth)
-        run.messages.insert(at + 1, run.messages[at])
-
-    return edit
-
-
-def _move_to_end(topic: str, nth: int = 0) -> Edit:
-    def edit(run: StoredRun) -> None:
-        message = run.messages.pop(run.index(topic, nth))
-        run.messages.insert(len(run.messages) - 2, message)
-
-    return edit
+from tests.analysis.stored_run import (
+    Edit,
+    StoredRun,
+    delete,
+    duplicate,
+    move_to_end,
+    write_gate_run,
+)
 
 
 def _swap_claims(run: StoredRun) -> None:
@@ -65,18 +49,18 @@ def _approval_names_another(run: StoredRun) -> None:
 
 EDITS: dict[str, Edit] = {
     "intact": lambda run: None,
-    "decision deleted": _delete("/decisions", 2),
-    "assessment deleted": _delete("/assessments", 1),
-    "pair duplicated": _duplicate("/decisions", 1),
-    "assessment duplicated": _duplicate("/assessments", 0),
-    "approval duplicated": _duplicate("/approvals"),
-    "decision moved to the end": _move_to_end("/decisions", 0),
-    "assessment moved to the end": _move_to_end("/assessments", 4),
+    "decision deleted": delete("/decisions", 2),
+    "assessment deleted": delete("/assessments", 1),
+    "pair duplicated": duplicate("/decisions", 1),
+    "assessment duplicated": duplicate("/assessments", 0),
+    "approval duplicated": duplicate("/approvals"),
+    "decision moved to the end": move_to_end("/decisions", 0),
+    "assessment moved to the end": move_to_end("/assessments", 4),
     "claims swapped": _swap_claims,
     "claim nulled": _null_claim,
     "policy changed": _policy_changed,
     "approval of an allow": _approval_names_another,
-    "re-chained after a duplicate": lambda run: (_duplicate("/decisions", 0)(run), run.rechain()),
+    "re-chained after a duplicate": lambda run: (duplicate("/decisions", 0)(run), run.rechain()),
 }
 
 

@@ -3,13 +3,11 @@
 from __future__ import annotations
 
 import dataclasses
-import json
 import logging
 import os
 import sqlite3
 import stat
 import threading
-import warnings
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -24,6 +22,7 @@ from runtime import (
     SqliteApprovalStore,
 )
 from runtime._approval_rows import APPLICATION_ID, SCHEMA, SCHEMA_VERSION
+from tests.forked import problem_in_a_forked_child
 from tests.runtime.test_approval_store import make_pending
 
 
@@ -830,24 +829,7 @@ def test_a_store_carried_across_fork_refuses_to_be_used_in_the_child(
     store: SqliteApprovalStore,
 ) -> None:
     store.add(make_pending())
-    read, write = os.pipe()
-    with warnings.catch_warnings():
-        # Python 3.12+ warns about fork while other threads run; the child only calls us.
-        warnings.simplefilter("ignore", DeprecationWarning)
-        child = os.fork()
-    if child == 0:  # pragma: no cover - runs in the child
-        try:
-            store.pending()
-        except ApprovalStoreError as exc:
-            os.write(write, json.dumps(exc.problem).encode())
-        finally:
-            os._exit(0)
-    os.close(write)
-    with os.fdopen(read, "rb") as stream:
-        reported = stream.read()
-    os.waitpid(child, 0)
-
-    assert json.loads(reported) == (
+    assert problem_in_a_forked_child(store.pending) == (
         "was opened in another process (before a fork): open it again here"
     )
     assert [p.decision_id for p in store.pending()] == ["d-1"]

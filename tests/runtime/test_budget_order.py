@@ -25,27 +25,10 @@ from runtime import (
     MemoryCounterStore,
     Policy,
     RuntimeVerdict,
-    Usage,
 )
 from runtime._budget import Budgets, LimitState, _ClockError
 from runtime.testing import ManualClock
-
-
-class _CountingStore:
-    """A `MemoryCounterStore` that remembers which counters it was asked and what it settled."""
-
-    def __init__(self) -> None:
-        self.inner = MemoryCounterStore()
-        self.asked: list[bool] = []  # the force flag of each reserve
-        self.settled: list[tuple[str, bool]] = []
-
-    def reserve(self, counter: str, holder: str, **terms: Any) -> Usage:
-        self.asked.append(bool(terms["force"]))
-        return self.inner.reserve(counter, holder, **terms)
-
-    def settle(self, holder: str, *, consumed: bool) -> None:
-        self.settled.append((holder, consumed))
-        self.inner.settle(holder, consumed=consumed)
+from tests.runtime.counting_store import CountingStore
 
 
 class _Clock(ManualClock):
@@ -64,7 +47,7 @@ def _rule(rule_id: str, effect: str, max_count: int, **extra: Any) -> dict[str, 
 
 def _gate(
     rules: list[dict[str, Any]], clock: ManualClock | None = None
-) -> tuple[Gate, MemoryAuditSink, _CountingStore]:
+) -> tuple[Gate, MemoryAuditSink, CountingStore]:
     policy = Policy.from_dict(
         {
             "policy_id": "order",
@@ -76,7 +59,7 @@ def _gate(
             ],
         }
     )  # fmt: skip
-    sink, store = MemoryAuditSink(), _CountingStore()
+    sink, store = MemoryAuditSink(), CountingStore()
     gate = Gate(policy, sink=sink, clock=clock or ManualClock(), counters=store)
     return gate, sink, store
 
@@ -93,7 +76,7 @@ def test_deny_rules_are_asked_before_approval_rules_whatever_the_file_order() ->
     gate, sink, store = _gate([_rule("ask", "approval", 5), _rule("cap", "deny", 5)])
     assert _check(gate).verdict is RuntimeVerdict.ALLOW
     assert [entry["rule"] for entry in _limits(sink)] == ["cap", "ask"]
-    assert store.asked == [False, True]  # the approval rule reserves with force
+    assert store.forced == [False, True]  # the approval rule reserves with force
 
 
 def test_an_exceeded_deny_rule_ends_the_asking() -> None:
@@ -104,7 +87,7 @@ def test_an_exceeded_deny_rule_ends_the_asking() -> None:
     assert [(e["rule"], e["exceeded"], e["reserved"]) for e in _limits(sink)] == [
         ("cap", True, False)
     ]
-    assert store.asked == [False]  # the approval rule's counter was never asked
+    assert store.forced == [False]  # the approval rule's counter was never asked
     assert store.settled == []  # nothing was reserved, so nothing is settled
 
 
@@ -116,7 +99,7 @@ def test_every_exceeded_approval_rule_is_asked_and_reserves() -> None:
         ("ask-1", True, True),
         ("ask-2", True, True),
     ]
-    assert store.asked == [True, True]
+    assert store.forced == [True, True]
     assert store.settled == []  # pending: held until the approval is settled
     gate.approvals.resolve(decision.decision_id, approved=False, approver="alice")
     assert store.settled == [(decision.decision_id, False)]
@@ -129,7 +112,7 @@ def test_another_rule_that_denies_asks_no_counter() -> None:
     assert decision.matched_policy == "no-test"  # decided by that rule, not by an error
     assert decision.reason == "denied by rule 'no-test'"
     assert "limits" not in sink.records("/assessments")[-1]
-    assert (store.asked, store.settled) == ([], [])
+    assert (store.forced, store.settled) == ([], [])
 
 
 class _CountingClock(ManualClock):
@@ -150,7 +133,7 @@ def test_a_check_matching_no_limited_rule_reads_no_extra_clock() -> None:
         before = clock.reads
         assert _check(gate, verb="read").verdict is RuntimeVerdict.ALLOW
         reads.append(clock.reads - before)
-        assert store.asked == []
+        assert store.forced == []
     assert reads[0] == reads[1]  # the limited rule did not match: budgets read nothing
 
 

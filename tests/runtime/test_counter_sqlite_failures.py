@@ -10,16 +10,15 @@ creation are checked and logged as documented.
 
 from __future__ import annotations
 
-import json
 import os
 import sqlite3
-import warnings
 from pathlib import Path
 
 import pytest
 from structlog.testing import capture_logs
 
 from runtime import CounterStoreError, SqliteCounterStore
+from tests.forked import problem_in_a_forked_child
 
 W = 1_000
 
@@ -112,25 +111,8 @@ def test_a_replaced_reservation_is_counted_once(tmp_path: Path) -> None:
 def test_a_store_carried_across_fork_refuses_to_be_used_in_the_child(tmp_path: Path) -> None:
     with SqliteCounterStore(tmp_path / "c.db") as store:
         assert _ask(store, "a", 0) == (0, True)
-        read, write = os.pipe()
-        with warnings.catch_warnings():
-            # Python 3.12+ warns about fork while other threads run; the child only calls us.
-            warnings.simplefilter("ignore", DeprecationWarning)
-            child = os.fork()
-        if child == 0:  # pragma: no cover - runs in the child
-            try:
-                _ask(store, "child", 1)
-            except CounterStoreError as exc:
-                os.write(write, json.dumps(exc.problem).encode())
-            finally:
-                os._exit(0)
-        os.close(write)
-        with os.fdopen(read, "rb") as stream:
-            reported = stream.read()
-        os.waitpid(child, 0)
-        assert json.loads(reported) == (
-            "was opened by another process (after fork, open the store again)"
-        )
+        problem = problem_in_a_forked_child(lambda: _ask(store, "child", 1))
+        assert problem == "was opened by another process (after fork, open the store again)"
         assert _ask(store, "b", 2) == (1, True)  # the child added nothing
 
 

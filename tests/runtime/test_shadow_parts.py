@@ -24,13 +24,13 @@ from runtime import (
     Policy,
     PolicyBackend,
     RuntimeVerdict,
-    Usage,
 )
 from runtime._budget import Budgets
 from runtime._recorded import RecordedText
 from runtime._scrub import Scrubber
 from runtime._shadow_mode import Shadow, _duration, make_shadow
 from runtime.testing import ManualClock
+from tests.runtime.counting_store import CountingStore
 from tests.runtime.test_shadow_mode import _Raising
 
 KEY = b"k" * 32
@@ -193,21 +193,6 @@ def test_a_limited_shadow_without_a_store_factory_still_decides() -> None:
     assert shadow.evaluate(None, None, "d")["verdict"] == "deny"
 
 
-class _CountingStore:
-    def __init__(self) -> None:
-        self.inner = MemoryCounterStore()
-        self.holders: list[str] = []
-        self.settled: list[tuple[str, bool]] = []
-
-    def reserve(self, counter: str, holder: str, **terms: Any) -> Usage:
-        self.holders.append(holder)
-        return self.inner.reserve(counter, holder, **terms)
-
-    def settle(self, holder: str, *, consumed: bool) -> None:
-        self.settled.append((holder, consumed))
-        self.inner.settle(holder, consumed=consumed)
-
-
 @pytest.mark.parametrize(
     ("effect", "max_count", "shadow_verdicts", "consumed"),
     [
@@ -222,7 +207,7 @@ def test_a_shadow_settles_what_it_reserved_at_once(
     candidate = _policy(
         {"id": "rate", "effect": effect, "limit": limit}, {"id": "all", "effect": "allow"}
     )
-    sink, store = MemoryAuditSink(), _CountingStore()
+    sink, store = MemoryAuditSink(), CountingStore()
     gate = Gate(
         Policy.from_dict(ALLOW_ALL),
         sink=sink,
